@@ -1,0 +1,101 @@
+import { readFile } from "node:fs/promises";
+import type { ImageContent, TextContent, UserMessage } from "@mariozechner/pi-ai";
+import type { Attachment } from "@stavrobot/common";
+import type { Memory } from "../db/knowledge.js";
+
+export interface PromptParts {
+  basePrompt: string;
+  customPrompt?: string | undefined;
+  publicHostname: string;
+  timezone: string;
+  /** "Available plugins:\n- name: description" or "" when there are none. */
+  plugins: string;
+  memories: Memory[];
+  scratchpadTitles: { id: number; title: string }[];
+}
+
+/** Base prompt + custom prompt + hostname/timezone + plugins + memories + scratchpad titles. */
+export function buildSystemPrompt(parts: PromptParts): string {
+  const sections = [parts.basePrompt.trim()];
+  if (parts.customPrompt?.trim()) sections.push(parts.customPrompt.trim());
+  sections.push(
+    `Your external hostname is ${parts.publicHostname}. All times are in the ${parts.timezone} time zone; ` +
+      `do not convert them unless asked.`,
+  );
+  if (parts.plugins.trim()) sections.push(parts.plugins.trim());
+  if (parts.memories.length > 0) {
+    const lines = parts.memories.map(
+      (memory) =>
+        `[Memory ${memory.id}] (updated ${new Date(memory.updated_at).toISOString()})\n${memory.content}`,
+    );
+    sections.push(
+      "Your memories (everything you chose to remember, shown in full):\n\n" + lines.join("\n\n"),
+    );
+  } else {
+    sections.push("Your memories: none yet.");
+  }
+  if (parts.scratchpadTitles.length > 0) {
+    const lines = parts.scratchpadTitles.map((entry) => `[Scratchpad ${entry.id}] ${entry.title}`);
+    sections.push(
+      "Scratchpad entries (titles only; read a body with manage_knowledge action read):\n" + lines.join("\n"),
+    );
+  }
+  return sections.join("\n\n");
+}
+
+export interface IncomingMessage {
+  text?: string | undefined;
+  attachments: Attachment[];
+  source: string | null;
+  sender: string | null;
+  receivedAt: Date;
+}
+
+/** "Sat 2026-11-21 23:55:02" in the given time zone. */
+export function formatLocalTime(date: Date, timezone: string): string {
+  const parts = new Intl.DateTimeFormat("en-GB", {
+    timeZone: timezone,
+    weekday: "short",
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    second: "2-digit",
+    hourCycle: "h23",
+  }).formatToParts(date);
+  const get = (type: string): string => parts.find((part) => part.type === type)?.value ?? "";
+  return `${get("weekday")} ${get("year")}-${get("month")}-${get("day")} ${get("hour")}:${get("minute")}:${get("second")}`;
+}
+
+/**
+ * The user turn the model sees: a `Time` / `Source` / `Sender` / `Text` header, a note for each
+ * attachment, and image attachments as image blocks (vision).
+ */
+export async function buildUserMessage(incoming: IncomingMessage, timezone: string): Promise<UserMessage> {
+  const lines = [
+    `Time: ${formatLocalTime(incoming.receivedAt, timezone)}`,
+    `Source: ${incoming.source ?? "cli"}`,
+    `Sender: ${incoming.sender ?? "owner"}`,
+  ];
+  if (incoming.text !== undefined && incoming.text.length > 0) lines.push(`Text: ${incoming.text}`);
+  const images: ImageContent[] = [];
+  for (const file of incoming.attachments) {
+    lines.push(
+      `A file was received: ${file.originalFilename} (${file.mimeType}, ${file.size} bytes), stored at ${file.storedPath}.`,
+    );
+    if (file.mimeType.startsWith("image/")) {
+      try {
+        images.push({
+          type: "image",
+          data: (await readFile(file.storedPath)).toString("base64"),
+          mimeType: file.mimeType,
+        });
+      } catch {
+        lines.push(`(The image ${file.originalFilename} could not be read from disk.)`);
+      }
+    }
+  }
+  const content: (TextContent | ImageContent)[] = [{ type: "text", text: lines.join("\n") }, ...images];
+  return { role: "user", content, timestamp: incoming.receivedAt.getTime() };
+}

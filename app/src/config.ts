@@ -1,0 +1,103 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { dirname } from "node:path";
+import { z } from "zod";
+import { ConfigError, loadTomlConfig } from "@stavrobot/common";
+
+const thinkingLevels = ["off", "minimal", "low", "medium", "high", "xhigh"] as const;
+const apiKinds = ["anthropic-messages", "openai-completions"] as const;
+
+const openAiAudio = z.strictObject({
+  provider: z.string().default("openai"),
+  apiKey: z.string().min(1),
+  model: z.string().min(1),
+  baseUrl: z.url().optional(),
+});
+
+/** Every key the app reads from config.toml. config.example.toml documents each one. */
+export const configSchema = z
+  .strictObject({
+    provider: z.string().min(1).default("anthropic"),
+    model: z.string().min(1),
+    password: z
+      .string()
+      .min(8, "must be at least 8 characters")
+      .refine((value) => value !== "CHANGE-ME", "replace the example placeholder with a real password"),
+    apiKey: z.string().min(1).optional(),
+    authFile: z.string().min(1).optional(),
+    publicHostname: z
+      .url()
+      .refine(
+        (value) => /^https?:\/\//.test(value) && !value.endsWith("/"),
+        "must be http(s):// with no trailing slash",
+      )
+      .optional(),
+    customPrompt: z.string().optional(),
+    baseUrl: z.url().optional(),
+    api: z.enum(apiKinds).optional(),
+    contextWindow: z.number().int().positive().optional(),
+    maxTokens: z.number().int().positive().optional(),
+    contextTokensK: z.number().int().min(10).max(2000).default(50),
+    thinkingLevel: z.enum(thinkingLevels).default("off"),
+    queue: z
+      .strictObject({
+        maxRetries: z.number().int().min(0).max(10).default(3),
+        retryDelaySeconds: z.number().min(0).max(3600).default(30),
+      })
+      .prefault({}),
+    tts: openAiAudio.extend({ voice: z.string().optional(), instructions: z.string().optional() }).optional(),
+    stt: openAiAudio.optional(),
+    webSearch: z.strictObject({ apiKey: z.string().min(1), model: z.string().min(1) }).optional(),
+    webFetch: z.strictObject({ apiKey: z.string().min(1), model: z.string().min(1) }).optional(),
+    coder: z.strictObject({ model: z.string().min(1) }).optional(),
+    telegram: z
+      .strictObject({
+        botToken: z.string().min(1),
+        allowedChatIds: z.array(z.union([z.number().int(), z.string()])).default([]),
+      })
+      .optional(),
+    signal: z
+      .strictObject({ account: z.string().min(1), allowedNumbers: z.array(z.string()).default([]) })
+      .optional(),
+  })
+  .superRefine((config, ctx) => {
+    if (config.apiKey && config.authFile) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["authFile"],
+        message: "set either apiKey or authFile, not both",
+      });
+    }
+    if (config.baseUrl) {
+      if (!config.api)
+        ctx.addIssue({ code: "custom", path: ["api"], message: "required when baseUrl is set" });
+      if (config.authFile) {
+        ctx.addIssue({ code: "custom", path: ["authFile"], message: "cannot be used with baseUrl" });
+      }
+    }
+  });
+
+export type AppConfig = z.infer<typeof configSchema>;
+
+export function loadConfig(path: string): Readonly<AppConfig> {
+  return loadTomlConfig(path, configSchema);
+}
+
+/**
+ * First run: no config file yet. Copy the example with a fresh password so the server can start
+ * and the owner only has to add a provider key. Returns the generated password, or undefined when
+ * a config already existed.
+ */
+export function ensureConfigFile(path: string, examplePath: string): string | undefined {
+  if (existsSync(path)) return undefined;
+  if (!existsSync(examplePath))
+    throw new ConfigError(`No config at ${path} and no example at ${examplePath}`);
+  const password = randomBytes(18).toString("base64url");
+  const text = readFileSync(examplePath, "utf8").replace(
+    /^password = "CHANGE-ME"$/m,
+    `password = "${password}"`,
+  );
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, text, { mode: 0o600, flag: "wx" });
+  return password;
+}

@@ -1,0 +1,151 @@
+import { mkdirSync } from "node:fs";
+import pg from "pg";
+import type { Logger } from "@stavrobot/common";
+
+export interface QueryResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface Transaction extends Queryable {
+  /** Runs several statements at once (no parameters). */
+  exec(sql: string): Promise<void>;
+}
+
+/** One statement's outcome when running a free-form SQL script (the execute_sql tool). */
+export interface StatementResult {
+  command: string | undefined;
+  columns: string[];
+  rows: Record<string, unknown>[];
+  rowCount: number;
+}
+
+/**
+ * The app's view of PostgreSQL: a server through `pg`, or the embedded PGlite when no server is
+ * configured. Both speak the same SQL; only connection handling differs.
+ */
+export interface Database extends Queryable {
+  readonly kind: "postgres" | "pglite";
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /** Runs one or more statements separated by semicolons (simple query protocol). */
+  executeScript(sql: string): Promise<StatementResult[]>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** `DATABASE_URL`; when absent, `PG*` variables; when neither, embedded PGlite in `dataDir`. */
+  env: NodeJS.ProcessEnv;
+  dataDir: string;
+  logger: Logger;
+}
+
+export function usesServer(env: NodeJS.ProcessEnv): boolean {
+  return Boolean(env.DATABASE_URL || env.PGHOST || env.PGDATABASE);
+}
+
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  if (usesServer(options.env)) {
+    const db = openPostgres(options.env.DATABASE_URL);
+    await db.query("SELECT 1");
+    return db;
+  }
+  options.logger.info("no DATABASE_URL or PG* variables: using embedded PostgreSQL", {
+    dir: options.dataDir,
+  });
+  return openPglite(options.dataDir);
+}
+
+export function openPostgres(connectionString?: string): Database {
+  const pool = new pg.Pool({ connectionString, max: 5 });
+  // An idle client dropped by the server must not crash the process.
+  pool.on("error", () => {});
+  return {
+    kind: "postgres",
+    async query<R>(sql: string, params?: unknown[]) {
+      const result = await pool.query(sql, params);
+      return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
+    },
+    async transaction(fn) {
+      const client = await pool.connect();
+      try {
+        await client.query("BEGIN");
+        const tx: Transaction = {
+          async query<R>(sql: string, params?: unknown[]) {
+            const result = await client.query(sql, params);
+            return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
+          },
+          async exec(sql: string) {
+            await client.query(sql);
+          },
+        };
+        const value = await fn(tx);
+        await client.query("COMMIT");
+        return value;
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => {});
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+    async executeScript(sql) {
+      const client = await pool.connect();
+      let broken = false;
+      try {
+        const raw = (await client.query(sql)) as unknown as pg.QueryResult | pg.QueryResult[];
+        return (Array.isArray(raw) ? raw : [raw]).map((result) => ({
+          command: result.command ?? undefined,
+          columns: (result.fields ?? []).map((field) => field.name),
+          rows: (result.rows ?? []) as Record<string, unknown>[],
+          rowCount: result.rowCount ?? 0,
+        }));
+      } catch (error) {
+        broken = true;
+        throw error;
+      } finally {
+        // A script may leave a transaction open or change session settings: never reuse it.
+        client.release(broken || /\b(begin|set|start)\b/i.test(sql));
+      }
+    },
+    close: () => pool.end(),
+  };
+}
+
+export async function openPglite(dataDir: string): Promise<Database> {
+  const { PGlite } = await import("@electric-sql/pglite");
+  mkdirSync(dataDir, { recursive: true });
+  const lite = await PGlite.create(dataDir);
+  return {
+    kind: "pglite",
+    async query<R>(sql: string, params?: unknown[]) {
+      const result = await lite.query<R>(sql, params);
+      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+    },
+    transaction: (fn) =>
+      lite.transaction(async (tx) =>
+        fn({
+          async query<R>(sql: string, params?: unknown[]) {
+            const result = await tx.query<R>(sql, params);
+            return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+          },
+          async exec(sql: string) {
+            await tx.exec(sql);
+          },
+        }),
+      ),
+    async executeScript(sql) {
+      const results = await lite.exec(sql);
+      return results.map((result) => ({
+        command: undefined,
+        columns: result.fields.map((field) => field.name),
+        rows: result.rows as Record<string, unknown>[],
+        rowCount: result.fields.length > 0 ? result.rows.length : (result.affectedRows ?? 0),
+      }));
+    },
+    close: () => lite.close(),
+  };
+}

@@ -1,0 +1,82 @@
+import type { AgentMessage } from "@mariozechner/pi-agent-core";
+import type { Queryable } from "./database.js";
+
+export interface StoredMessage {
+  id: number;
+  inboxId: number | null;
+  message: AgentMessage;
+}
+
+export interface Conversation {
+  /** The latest compaction summary, covering every message up to `upToMessageId`. */
+  summary: { text: string; upToMessageId: number } | undefined;
+  /** Messages after the summary, oldest first. */
+  messages: StoredMessage[];
+}
+
+/**
+ * Saves one agent message as it completes. Image data is not kept in the history (it would be
+ * resent on every turn); a short placeholder stands in its place.
+ */
+export async function saveMessage(
+  db: Queryable,
+  message: AgentMessage,
+  inboxId: number | null,
+): Promise<number> {
+  const stored = withoutImageData(message);
+  const result = await db.query<{ id: number }>(
+    "INSERT INTO messages (role, content, inbox_id) VALUES ($1, $2, $3) RETURNING id",
+    [stored.role, JSON.stringify(stored), inboxId],
+  );
+  return (result.rows[0] as { id: number }).id;
+}
+
+export async function loadConversation(db: Queryable): Promise<Conversation> {
+  const latest = await db.query<{ summary: string; up_to_message_id: number }>(
+    "SELECT summary, up_to_message_id FROM compactions ORDER BY id DESC LIMIT 1",
+  );
+  const compaction = latest.rows[0];
+  const rows = await db.query<{ id: number; inbox_id: number | null; content: AgentMessage }>(
+    "SELECT id, inbox_id, content FROM messages WHERE id > $1 ORDER BY id",
+    [compaction?.up_to_message_id ?? 0],
+  );
+  const messages = rows.rows.map((row) => ({ id: row.id, inboxId: row.inbox_id, message: row.content }));
+  // A tool result whose call was summarised away would be rejected by the provider.
+  while (messages[0]?.message.role === "toolResult") messages.shift();
+  return {
+    summary: compaction
+      ? { text: compaction.summary, upToMessageId: compaction.up_to_message_id }
+      : undefined,
+    messages,
+  };
+}
+
+export async function messagesForInbox(db: Queryable, inboxId: number): Promise<StoredMessage[]> {
+  const rows = await db.query<{ id: number; inbox_id: number | null; content: AgentMessage }>(
+    "SELECT id, inbox_id, content FROM messages WHERE inbox_id = $1 ORDER BY id",
+    [inboxId],
+  );
+  return rows.rows.map((row) => ({ id: row.id, inboxId: row.inbox_id, message: row.content }));
+}
+
+export async function saveCompaction(db: Queryable, summary: string, upToMessageId: number): Promise<void> {
+  if (summary.trim().length === 0) throw new Error("refusing to save an empty compaction summary");
+  await db.query("INSERT INTO compactions (summary, up_to_message_id) VALUES ($1, $2)", [
+    summary,
+    upToMessageId,
+  ]);
+}
+
+function withoutImageData(message: AgentMessage): AgentMessage {
+  if (message.role !== "user" && message.role !== "toolResult") return message;
+  if (typeof message.content === "string") return message;
+  if (!message.content.some((block) => block.type === "image")) return message;
+  return {
+    ...message,
+    content: message.content.map((block) =>
+      block.type === "image"
+        ? { type: "text" as const, text: `[image (${block.mimeType}) not kept in history]` }
+        : block,
+    ),
+  } as AgentMessage;
+}

@@ -1,0 +1,31 @@
+import { ConfigError, createLogger } from "@stavrobot/common";
+import { startApp, type RunningApp } from "./app.js";
+
+/** Starts the app and shuts it down cleanly on SIGINT/SIGTERM (the embedded database must close). */
+export async function main(env: NodeJS.ProcessEnv = process.env): Promise<RunningApp> {
+  const logger = createLogger("app");
+  let app: RunningApp;
+  try {
+    app = await startApp({ env, logger });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      logger.error(error.message);
+      process.exit(78);
+    }
+    throw error;
+  }
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    logger.info("shutting down", { signal });
+    void app.close().then(() => process.exit(0));
+  };
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  return app;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  await main();
+}

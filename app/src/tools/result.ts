@@ -1,0 +1,28 @@
+import type { AgentTool, AgentToolResult } from "@mariozechner/pi-agent-core";
+
+/**
+ * Tool results are plain text for the model. Failures the model should read and recover from
+ * are thrown as ToolError (pi-agent-core turns a thrown error into an `isError` tool result).
+ */
+export function textResult(text: string, details: Record<string, unknown> = {}): AgentToolResult<unknown> {
+  return { content: [{ type: "text", text }], details };
+}
+
+export class ToolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ToolError";
+  }
+}
+
+/** Builds the text returned for a `help` action or an unknown action. */
+export function unknownAction(action: string, valid: readonly string[]): ToolError {
+  return new ToolError(`Unknown action '${action}'. Valid actions: ${valid.join(", ")}.`);
+}
+
+/**
+ * A tool of any parameter schema. pi-agent-core itself types its tool list this way: each tool's
+ * parameters are checked against its own schema at run time.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyAgentTool = AgentTool<any>;

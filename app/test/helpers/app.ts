@@ -1,0 +1,93 @@
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { basicAuthHeader, silentLogger } from "@stavrobot/common";
+import type { FakeLlmServer } from "@stavrobot/common/test-support";
+import { startApp, type RunningApp } from "../../src/app.js";
+import { createTestDatabase, type TestDatabase } from "./db.js";
+
+export const PASSWORD = "test-password-123";
+export const INTERNAL_SECRET = "internal-secret-for-tests-0123456789";
+
+export type LlmKind = "anthropic" | "openai";
+
+/** config.toml text pointing the app at a fake LLM server. */
+export function configFor(fake: FakeLlmServer, kind: LlmKind = "anthropic", extra = ""): string {
+  const llm =
+    kind === "anthropic"
+      ? `provider = "anthropic"\nmodel = "claude-sonnet-4-5"\nbaseUrl = "${fake.url}"\napi = "anthropic-messages"\napiKey = "sk-ant-api03-test"`
+      : `provider = "local"\nmodel = "fake-model"\nbaseUrl = "${fake.url}/v1"\napi = "openai-completions"\napiKey = "test-key"\ncontextWindow = 100000\nmaxTokens = 2048`;
+  return `${llm}\npassword = "${PASSWORD}"\n[queue]\nmaxRetries = 1\nretryDelaySeconds = 0\n${extra}`;
+}
+
+export interface TestEnv {
+  dir: string;
+  database: TestDatabase;
+  env: NodeJS.ProcessEnv;
+  cleanup(): Promise<void>;
+}
+
+/** A data directory, a config file and a fresh database; the same env can start the app again. */
+export async function createTestEnv(config: string): Promise<TestEnv> {
+  const dir = mkdtempSync(join(tmpdir(), "stavrobot-test-"));
+  mkdirSync(join(dir, "main"), { recursive: true });
+  writeFileSync(join(dir, "main", "config.toml"), config);
+  const database = await createTestDatabase();
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    TZ: "UTC",
+    DATA_DIR: dir,
+    CONFIG_PATH: join(dir, "main", "config.toml"),
+    PORT: "0",
+    INTERNAL_PORT: "0",
+    STAVROBOT_INTERNAL_SECRET: INTERNAL_SECRET,
+    ...database.env,
+  };
+  return {
+    dir,
+    database,
+    env,
+    async cleanup() {
+      await database.drop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function startTestApp(testEnv: TestEnv): Promise<RunningApp> {
+  return startApp({ env: testEnv.env, logger: silentLogger });
+}
+
+export interface ChatCall {
+  status: number;
+  body: Record<string, unknown>;
+  headers: Headers;
+}
+
+export async function post(
+  port: number,
+  path: string,
+  body: unknown,
+  auth: string | undefined = basicAuthHeader(PASSWORD),
+  rawBody?: string | Buffer,
+): Promise<ChatCall> {
+  const headers: Record<string, string> = { "Content-Type": "application/json" };
+  if (auth) headers.Authorization = auth;
+  const response = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method: "POST",
+    headers,
+    body: rawBody ?? JSON.stringify(body),
+  });
+  const text = await response.text();
+  let parsed: Record<string, unknown> = {};
+  try {
+    parsed = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    parsed = { raw: text };
+  }
+  return { status: response.status, body: parsed, headers: response.headers };
+}
+
+export const chat = (app: RunningApp, message: string): Promise<ChatCall> =>
+  post(app.port, "/chat", { message, source: "cli" });

@@ -1,0 +1,83 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { dirname } from "node:path";
+import TOML from "@iarna/toml";
+import type { z } from "zod";
+import { ConfigError } from "./errors.js";
+
+/**
+ * Reads a TOML file and validates it with a zod schema. Errors name the file and the key:
+ * `Invalid config in data/main/config.toml: key "provider": expected string`.
+ * The result is deep-frozen: config is parsed once at start-up and never changes after.
+ */
+export function loadTomlConfig<T extends z.ZodType>(path: string, schema: T): Readonly<z.infer<T>> {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(`Cannot read config file ${path}: ${(error as Error).message}`);
+  }
+  return parseTomlConfig(text, schema, path);
+}
+
+export function parseTomlConfig<T extends z.ZodType>(
+  text: string,
+  schema: T,
+  path = "config",
+): Readonly<z.infer<T>> {
+  let raw: unknown;
+  try {
+    raw = TOML.parse(text);
+  } catch (error) {
+    const detail = (error as Error).message.split("\n")[0];
+    throw new ConfigError(`Invalid TOML in ${path}: ${detail}`);
+  }
+  const result = schema.safeParse(raw);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => {
+      const key = issue.path.map(String).join(".");
+      return key ? `key "${key}": ${issue.message}` : issue.message;
+    });
+    throw new ConfigError(`Invalid config in ${path}: ${problems.join("; ")}`);
+  }
+  return deepFreeze(result.data);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+/**
+ * The secret that sibling services use to call each other and the app's internal port. It is
+ * NOT the owner's password. Resolution order: the `STAVROBOT_INTERNAL_SECRET` variable, else the
+ * file (by default `internal-secret` beside config.toml), created with a random value on first
+ * start when `create` is set (the app creates it; siblings only read it).
+ */
+export function resolveInternalSecret(options: {
+  env?: NodeJS.ProcessEnv;
+  file: string;
+  create: boolean;
+}): string {
+  const env = options.env ?? process.env;
+  const fromEnv = env.STAVROBOT_INTERNAL_SECRET?.trim();
+  if (fromEnv) return fromEnv;
+  if (existsSync(options.file)) {
+    const value = readFileSync(options.file, "utf8").trim();
+    if (value.length >= 16) return value;
+    throw new ConfigError(`Internal secret file ${options.file} is too short (need at least 16 characters)`);
+  }
+  if (!options.create) {
+    throw new ConfigError(
+      `No internal secret: set STAVROBOT_INTERNAL_SECRET or STAVROBOT_INTERNAL_SECRET_FILE (looked for ${options.file})`,
+    );
+  }
+  const secret = randomBytes(32).toString("hex");
+  mkdirSync(dirname(options.file), { recursive: true });
+  writeFileSync(options.file, secret + "\n", { mode: 0o600, flag: "wx" });
+  chmodSync(options.file, 0o600);
+  return secret;
+}

@@ -1,0 +1,54 @@
+import type { IncomingMessage } from "node:http";
+import type { z } from "zod";
+import { HttpError, badRequest } from "../errors.js";
+import { formatZodError } from "../zod-format.js";
+
+export const tooLarge = (): HttpError => new HttpError(413, "Request body too large");
+
+/**
+ * Reads the whole body, refusing (413) as soon as it passes `limitBytes`: first from the declared
+ * Content-Length, then while streaming, so an oversized upload is never buffered.
+ */
+export async function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limitBytes) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limitBytes) throw tooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Reads and parses a JSON object body; 400 with a clear message when it is not one. */
+export async function readJsonObject(
+  req: IncomingMessage,
+  limitBytes: number,
+): Promise<Record<string, unknown>> {
+  const raw = await readBody(req, limitBytes);
+  if (raw.length === 0) throw badRequest("Request body is empty; expected a JSON object");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw.toString("utf8"));
+  } catch (error) {
+    throw badRequest(`Invalid JSON: ${(error as Error).message}`);
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw badRequest("Request body must be a JSON object");
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/** Reads a JSON body and validates it with a zod schema (400 names the offending field). */
+export async function readValidJson<T extends z.ZodType>(
+  req: IncomingMessage,
+  limitBytes: number,
+  schema: T,
+): Promise<z.infer<T>> {
+  const body = await readJsonObject(req, limitBytes);
+  const result = schema.safeParse(body);
+  if (!result.success) throw badRequest(`Invalid request: ${formatZodError(result.error)}`);
+  return result.data;
+}

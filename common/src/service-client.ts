@@ -1,0 +1,143 @@
+import type { z } from "zod";
+import { ServiceError, errorMessage } from "./errors.js";
+import type { Logger } from "./logger.js";
+import { silentLogger } from "./logger.js";
+import { formatZodError } from "./zod-format.js";
+
+export interface ServiceClientOptions {
+  /** e.g. "http://127.0.0.1:3003" */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer <secret>`. */
+  bearer?: string;
+  /** Per-attempt timeout. */
+  timeoutMs?: number;
+  /** Extra attempts after the first, for network errors, 429 and 5xx. */
+  retries?: number;
+  /** First backoff delay; doubles each retry. */
+  backoffMs?: number;
+  logger?: Logger;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export interface RequestOptions<T extends z.ZodType> {
+  body?: unknown;
+  /** Validates a 2xx response body; the typed result is returned. */
+  schema?: T;
+  timeoutMs?: number;
+  retries?: number;
+  signal?: AbortSignal;
+}
+
+export interface ServiceResponse<T> {
+  status: number;
+  data: T;
+}
+
+export interface ServiceClient {
+  readonly baseUrl: string;
+  request<T extends z.ZodType = z.ZodUnknown>(
+    method: string,
+    path: string,
+    options?: RequestOptions<T>,
+  ): Promise<ServiceResponse<z.infer<T>>>;
+}
+
+const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The one way services call each other. A non-2xx answer becomes a ServiceError carrying the
+ * status and the parsed body (so callers can relay a sibling's 400 message); network failures,
+ * timeouts, 429 and 5xx are retried with exponential backoff.
+ */
+export function createServiceClient(options: ServiceClientOptions): ServiceClient {
+  const logger = options.logger ?? silentLogger;
+  const sleep = options.sleep ?? defaultSleep;
+  const baseUrl = options.baseUrl.replace(/\/+$/, "");
+
+  async function attempt(method: string, path: string, opts: RequestOptions<z.ZodType>) {
+    const headers: Record<string, string> = { Accept: "application/json" };
+    if (options.bearer) headers.Authorization = `Bearer ${options.bearer}`;
+    if (opts.body !== undefined) headers["Content-Type"] = "application/json";
+    const timeout = AbortSignal.timeout(opts.timeoutMs ?? options.timeoutMs ?? 30_000);
+    const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
+    const response = await fetch(baseUrl + path, {
+      method,
+      headers,
+      body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+      signal,
+    });
+    const text = await response.text();
+    let data: unknown = text;
+    if (text.length > 0) {
+      try {
+        data = JSON.parse(text);
+      } catch {
+        // Keep the raw text.
+      }
+    }
+    return { status: response.status, data };
+  }
+
+  return {
+    baseUrl,
+    async request(method, path, opts = {}) {
+      const retries = opts.retries ?? options.retries ?? 2;
+      let delay = options.backoffMs ?? 500;
+      for (let tryNumber = 0; ; tryNumber++) {
+        let outcome: { status: number; data: unknown } | Error;
+        try {
+          outcome = await attempt(method, path, opts);
+        } catch (error) {
+          if (opts.signal?.aborted) throw error;
+          outcome = error instanceof Error ? error : new Error(String(error));
+        }
+        let failure: ServiceError;
+        if (outcome instanceof Error) {
+          failure = new ServiceError(`${method} ${baseUrl}${path} unreachable: ${errorMessage(outcome)}`);
+        } else {
+          const { status, data } = outcome;
+          if (status >= 200 && status < 300) return validate(method, path, status, data, opts.schema);
+          const message = describeErrorBody(data) ?? `HTTP ${status}`;
+          failure = new ServiceError(`${method} ${path} failed (${status}): ${message}`, status, data);
+          if (status !== 429 && status < 500) throw failure;
+        }
+        if (tryNumber >= retries) throw failure;
+        logger.warn("service call failed, retrying", {
+          path,
+          attempt: tryNumber + 1,
+          error: failure.message,
+        });
+        await sleep(delay);
+        delay *= 2;
+      }
+    },
+  };
+}
+
+function validate<T>(
+  method: string,
+  path: string,
+  status: number,
+  data: unknown,
+  schema?: z.ZodType,
+): ServiceResponse<T> {
+  if (!schema) return { status, data: data as T };
+  const parsed = schema.safeParse(data);
+  if (!parsed.success) {
+    throw new ServiceError(
+      `${method} ${path}: unexpected response: ${formatZodError(parsed.error)}`,
+      status,
+      data,
+    );
+  }
+  return { status, data: parsed.data as T };
+}
+
+function describeErrorBody(data: unknown): string | undefined {
+  if (data && typeof data === "object" && "error" in data) {
+    const value = (data as { error: unknown }).error;
+    if (typeof value === "string") return value;
+  }
+  if (typeof data === "string" && data.length > 0) return data.slice(0, 500);
+  return undefined;
+}

@@ -1,0 +1,233 @@
+import { createHash } from "node:crypto";
+import type { ServerResponse } from "node:http";
+import {
+  asArray,
+  flattenText,
+  isRecord,
+  outputTokens,
+  pause,
+  sendJson,
+  splitPieces,
+  startFakeLlmServer,
+  stopReasonOf,
+  tokensForChars,
+} from "./fake-llm.js";
+import type { FakeLlmServer, FakeProtocol, FakeTurn } from "./fake-llm.js";
+
+/** Anthropic looks for earlier cache entries up to about 20 blocks before each breakpoint. */
+const CACHE_LOOKBACK_BLOCKS = 20;
+/** Tokens that start the assistant turn; never cached (real responses also show a few uncached tokens). */
+const TURN_OVERHEAD_TOKENS = 3;
+
+export interface AnthropicInputUsage {
+  input_tokens: number;
+  cache_creation_input_tokens: number;
+  cache_read_input_tokens: number;
+}
+
+type AnthropicBlock =
+  | { type: "text"; text: string }
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "tool_use"; id: string; name: string; input: Record<string, unknown> };
+
+type SseEvent = { type: string } & Record<string, unknown>;
+type Send = (event: SseEvent) => Promise<void>;
+
+interface Segment {
+  json: string;
+  breakpoint: boolean;
+}
+
+function segment(block: unknown, role: string): Segment {
+  if (!isRecord(block)) return { json: JSON.stringify({ role, block }), breakpoint: false };
+  // The marker itself is not part of the cached content: the same block must match with or without it.
+  const { cache_control: marker, ...rest } = block;
+  return { json: JSON.stringify({ role, block: rest }), breakpoint: marker != null };
+}
+
+function blocksOf(content: unknown): unknown[] {
+  return typeof content === "string" ? [{ type: "text", text: content }] : asArray(content);
+}
+
+/** The request in the order the API caches it: tools, then system, then message content blocks. */
+function segmentsOf(body: unknown): Segment[] {
+  if (!isRecord(body)) return [];
+  const segments = asArray(body.tools).map((tool) => segment(tool, "tool"));
+  segments.push(...blocksOf(body.system).map((block) => segment(block, "system")));
+  for (const message of asArray(body.messages)) {
+    if (!isRecord(message)) continue;
+    const role = String(message.role);
+    segments.push(...blocksOf(message.content).map((block) => segment(block, role)));
+  }
+  return segments;
+}
+
+/**
+ * Deterministic emulation of Anthropic prompt caching. Each block with `cache_control` is a
+ * breakpoint; the prefix up to it is written to the cache. A later request reads the longest
+ * cached prefix that ends at one of its breakpoints or at most 20 blocks before one.
+ */
+export class AnthropicPromptCache {
+  private readonly prefixes = new Map<string, number>();
+
+  usage(body: unknown): AnthropicInputUsage {
+    const segments = segmentsOf(body);
+    const hash = createHash("sha256").update(isRecord(body) ? String(body.model) : "");
+    const keys: string[] = [];
+    const tokens: number[] = [];
+    let chars = 0;
+    for (const { json } of segments) {
+      hash.update(`${json}\n`);
+      chars += json.length;
+      keys.push(hash.copy().digest("hex"));
+      tokens.push(tokensForChars(chars));
+    }
+    const breakpoints = segments.flatMap((s, i) => (s.breakpoint ? [i] : []));
+    const readEnd = this.longestCached(keys, breakpoints);
+    const read = readEnd < 0 ? 0 : (this.prefixes.get(keys[readEnd] ?? "") ?? 0);
+    const writeEnd = Math.max(breakpoints.at(-1) ?? -1, readEnd);
+    const upToWrite = writeEnd < 0 ? 0 : (tokens[writeEnd] ?? 0);
+    for (const i of breakpoints) this.prefixes.set(keys[i] ?? "", tokens[i] ?? 0);
+    return {
+      input_tokens: (tokens.at(-1) ?? 0) - upToWrite + TURN_OVERHEAD_TOKENS,
+      cache_creation_input_tokens: Math.max(0, upToWrite - read),
+      cache_read_input_tokens: read,
+    };
+  }
+
+  clear(): void {
+    this.prefixes.clear();
+  }
+
+  private longestCached(keys: string[], breakpoints: number[]): number {
+    let best = -1;
+    for (const breakpoint of breakpoints) {
+      const stop = Math.max(best + 1, breakpoint - CACHE_LOOKBACK_BLOCKS + 1, 0);
+      for (let i = breakpoint; i >= stop; i--) {
+        if (this.prefixes.has(keys[i] ?? "")) {
+          best = i;
+          break;
+        }
+      }
+    }
+    return best;
+  }
+}
+
+function userBlockText(block: unknown): string {
+  if (!isRecord(block)) return "";
+  if (block.type === "text" && typeof block.text === "string") return block.text;
+  if (block.type === "tool_result") return flattenText(block.content);
+  return "";
+}
+
+/** Text blocks and tool_result contents of the last user message. */
+export function anthropicLastUserText(body: unknown): string {
+  const messages = isRecord(body) ? asArray(body.messages) : [];
+  const last = messages.findLast((message) => isRecord(message) && message.role === "user");
+  if (!isRecord(last)) return "";
+  if (typeof last.content === "string") return last.content;
+  return asArray(last.content).map(userBlockText).filter(Boolean).join("\n");
+}
+
+function toAnthropicBlocks(turn: FakeTurn, nextToolId: () => string): AnthropicBlock[] {
+  return turn.content.map((block): AnthropicBlock => {
+    if (block.type === "text") return { type: "text", text: block.text };
+    if (block.type === "thinking") {
+      const signature = createHash("sha256").update(block.thinking).digest("base64");
+      return { type: "thinking", thinking: block.thinking, signature };
+    }
+    return { type: "tool_use", id: block.id ?? nextToolId(), name: block.name, input: block.input };
+  });
+}
+
+function blockStart(block: AnthropicBlock): AnthropicBlock {
+  if (block.type === "text") return { type: "text", text: "" };
+  if (block.type === "thinking") return { type: "thinking", thinking: "", signature: "" };
+  return { ...block, input: {} };
+}
+
+function blockDeltas(block: AnthropicBlock): Record<string, unknown>[] {
+  if (block.type === "text") return splitPieces(block.text).map((text) => ({ type: "text_delta", text }));
+  if (block.type === "thinking") {
+    const thinking = splitPieces(block.thinking).map((piece) => ({
+      type: "thinking_delta",
+      thinking: piece,
+    }));
+    return [...thinking, { type: "signature_delta", signature: block.signature }];
+  }
+  const json = JSON.stringify(block.input);
+  return splitPieces(json).map((partial_json) => ({ type: "input_json_delta", partial_json }));
+}
+
+async function sendBlock(send: Send, index: number, block: AnthropicBlock): Promise<void> {
+  await send({ type: "content_block_start", index, content_block: blockStart(block) });
+  for (const delta of blockDeltas(block)) await send({ type: "content_block_delta", index, delta });
+  await send({ type: "content_block_stop", index });
+}
+
+interface Reply {
+  message: { id: string; type: "message"; role: "assistant"; model: unknown };
+  blocks: AnthropicBlock[];
+  stopReason: string;
+  usage: AnthropicInputUsage;
+  output: number;
+}
+
+async function writeStream(res: ServerResponse, reply: Reply, delayMs: number, signal: AbortSignal) {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  const send: Send = async (event) => {
+    await pause(delayMs, signal);
+    if (!signal.aborted) res.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+  };
+  const start = { ...reply.message, content: [], stop_reason: null, stop_sequence: null };
+  await send({ type: "message_start", message: { ...start, usage: { ...reply.usage, output_tokens: 1 } } });
+  for (const [index, block] of reply.blocks.entries()) await sendBlock(send, index, block);
+  const delta = { stop_reason: reply.stopReason, stop_sequence: null };
+  await send({ type: "message_delta", delta, usage: { output_tokens: reply.output } });
+  await send({ type: "message_stop" });
+  if (!signal.aborted) res.end();
+}
+
+function writeJson(res: ServerResponse, reply: Reply): void {
+  sendJson(res, 200, {
+    ...reply.message,
+    content: reply.blocks,
+    stop_reason: reply.stopReason,
+    stop_sequence: null,
+    usage: { ...reply.usage, output_tokens: reply.output },
+  });
+}
+
+function createAnthropicProtocol(): FakeProtocol {
+  const cache = new AnthropicPromptCache();
+  let toolIds = 0;
+  let messageIds = 0;
+  return {
+    completionPath: "/v1/messages",
+    lastUserText: anthropicLastUserText,
+    async writeTurn(res, turn, body, signal) {
+      const reply: Reply = {
+        message: {
+          id: `msg_fake_${++messageIds}`,
+          type: "message",
+          role: "assistant",
+          model: isRecord(body) ? body.model : undefined,
+        },
+        blocks: toAnthropicBlocks(turn, () => `toolu_${++toolIds}`),
+        stopReason: stopReasonOf(turn),
+        usage: cache.usage(body),
+        output: outputTokens(turn),
+      };
+      if (isRecord(body) && body.stream === true)
+        await writeStream(res, reply, turn.chunkDelayMs ?? 0, signal);
+      else writeJson(res, reply);
+    },
+    reset: () => cache.clear(),
+  };
+}
+
+/** A fake Anthropic Messages API (`POST /v1/messages`, streaming or not) on 127.0.0.1. */
+export async function startFakeAnthropic(): Promise<FakeLlmServer> {
+  return startFakeLlmServer(createAnthropicProtocol());
+}

@@ -1,0 +1,3 @@
+export * from "./fake-llm.js";
+export * from "./fake-anthropic.js";
+export * from "./fake-openai.js";

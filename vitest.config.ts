@@ -1,0 +1,23 @@
+import { defaultServerConditions } from "vite";
+import { defineConfig } from "vitest/config";
+
+// One command runs every workspace's tests. Workspaces import each other's TypeScript
+// sources through the "source" export condition, so no build step is needed first.
+const conditions = ["source", ...defaultServerConditions];
+
+export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
+  test: {
+    projects: ["common", "app", "plugin-runner"].map((name) => ({
+      extends: true,
+      test: {
+        name,
+        root: `./${name}`,
+        include: ["src/**/*.test.ts", "test/**/*.test.ts"],
+        testTimeout: 60_000,
+        hookTimeout: 120_000,
+      },
+    })),
+  },
+});
