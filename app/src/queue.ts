@@ -106,7 +106,9 @@ export class MessageQueue {
 
   private enqueue(entry: InboxEntry): Promise<string> {
     return new Promise((resolve) => {
-      this.items.push({ entry, resolve });
+      // Acceptance order is inbox id order, even when two saves finish out of order.
+      const at = this.items.findIndex((item) => item.entry.id > entry.id);
+      this.items.splice(at === -1 ? this.items.length : at, 0, { entry, resolve });
       void this.pump();
     });
   }

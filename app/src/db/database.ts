@@ -59,8 +59,22 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   return openPglite(options.dataDir);
 }
 
+/** int8 (count(*), bigserial) as a number when it fits, as PGlite does, instead of a string. */
+const INT8_OID = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: string) => {
+    if (oid === INT8_OID && format !== "binary") {
+      return (value: string) => {
+        const number = Number(value);
+        return Number.isSafeInteger(number) ? number : value;
+      };
+    }
+    return pg.types.getTypeParser(oid, format as "text");
+  }) as typeof pg.types.getTypeParser,
+};
+
 export function openPostgres(connectionString?: string): Database {
-  const pool = new pg.Pool({ connectionString, max: 5 });
+  const pool = new pg.Pool({ connectionString, max: 5, types });
   // An idle client dropped by the server must not crash the process.
   pool.on("error", () => {});
   return {

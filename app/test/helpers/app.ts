@@ -69,7 +69,7 @@ export async function post(
   port: number,
   path: string,
   body: unknown,
-  auth: string | undefined = basicAuthHeader(PASSWORD),
+  auth: string | null = basicAuthHeader(PASSWORD),
   rawBody?: string | Buffer,
 ): Promise<ChatCall> {
   const headers: Record<string, string> = { "Content-Type": "application/json" };

@@ -1,0 +1,82 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+export interface AppProcess {
+  child: ChildProcess;
+  port: number;
+  internalPort: number;
+  output: () => string;
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Runs the app exactly as `npm start` does, as a separate process, and waits for /health. */
+export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<AppProcess> {
+  const port = await freePort();
+  const internalPort = await freePort();
+  const child = spawn(
+    process.execPath,
+    ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"],
+    {
+      cwd: repoRoot,
+      env: { ...env, PORT: String(port), INTERNAL_PORT: String(internalPort) },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let log = "";
+  child.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (log += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`app exited early:\n${log}`);
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/health`);
+      if (response.ok) break;
+    } catch {
+      // Not listening yet.
+    }
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`app did not start in time:\n${log}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return {
+    child,
+    port,
+    internalPort,
+    output: () => log,
+    exited,
+    async stop(signal = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 30_000,
+  what = "condition",
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
