@@ -1,4 +1,4 @@
-import { ConfigError, createLogger } from "@stavrobot/common";
+import { ConfigError, createLogger, isMainModule } from "@stavrobot/common";
 import { startApp, type RunningApp } from "./app.js";
 
 /** Starts the app and shuts it down cleanly on SIGINT/SIGTERM (the embedded database must close). */
@@ -26,6 +26,6 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<Runnin
   return app;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isMainModule(import.meta.url)) {
   await main();
 }

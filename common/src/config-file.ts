@@ -1,4 +1,5 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import TOML from "@iarna/toml";
@@ -80,4 +81,17 @@ export function resolveInternalSecret(options: {
   writeFileSync(options.file, secret + "\n", { mode: 0o600, flag: "wx" });
   chmodSync(options.file, 0o600);
   return secret;
+}
+
+/**
+ * True when the module at `moduleUrl` is the script Node was started with. Compares real paths,
+ * so a checkout path with spaces or a symlinked path still counts.
+ */
+export function isMainModule(moduleUrl: string, argv1: string | undefined = process.argv[1]): boolean {
+  if (!argv1) return false;
+  try {
+    return realpathSync(fileURLToPath(moduleUrl)) === realpathSync(argv1);
+  } catch {
+    return false;
+  }
 }

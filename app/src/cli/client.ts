@@ -6,8 +6,8 @@
  * Exit codes: 0 ok, 1 the server answered with an error, 2 usage or missing settings,
  * 3 the server could not be reached.
  */
-import { createInterface } from "node:readline/promises";
-import { basicAuthHeader } from "@stavrobot/common";
+import { createInterface } from "node:readline";
+import { basicAuthHeader, isMainModule } from "@stavrobot/common";
 
 export const EXIT = { ok: 0, serverError: 1, usage: 2, unreachable: 3 } as const;
 
@@ -82,25 +82,66 @@ export async function runClient(argv: string[], env: NodeJS.ProcessEnv): Promise
     }
     return printReply(() => sendMessage(baseUrl, password, message));
   }
-  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  return repl(baseUrl, password);
+}
+
+/**
+ * Interactive mode. Lines are answered one after another, in order (so piped input works). On a
+ * terminal, a line typed while a reply is pending is sent at once instead: the server treats it
+ * as steering the running request, and `/stop` aborts it.
+ */
+function repl(baseUrl: string, password: string): Promise<number> {
+  const interactive = Boolean(process.stdin.isTTY);
+  const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: interactive });
+  const pending: string[] = [];
+  let busy = false;
+  let closed = false;
+  let finished = false;
   process.stdout.write(
-    `Connected to ${baseUrl}. Type a message; /stop aborts a running reply; an empty line or Ctrl-D exits.\n`,
+    `Connected to ${baseUrl}. Type a message; while a reply is pending, /stop aborts it and anything ` +
+      `else steers it. An empty line or Ctrl-D exits.\n`,
   );
-  try {
-    for (;;) {
-      let line: string;
-      try {
-        line = await rl.question("> ");
-      } catch {
-        return EXIT.ok; // Ctrl-D / closed input
+  return new Promise((resolve) => {
+    const finish = (code: number) => {
+      if (finished) return;
+      finished = true;
+      rl.close();
+      // An empty line ends the session even though stdin is still open.
+      process.stdin.destroy();
+      resolve(code);
+    };
+    const prompt = () => {
+      if (!closed) rl.prompt();
+    };
+    const next = async (): Promise<void> => {
+      if (busy) return;
+      const line = pending.shift();
+      if (line === undefined) {
+        if (closed) finish(EXIT.ok);
+        else prompt();
+        return;
       }
-      if (!line.trim()) return EXIT.ok;
-      const code = await printReply(() => sendMessage(baseUrl, password, line));
-      if (code === EXIT.usage) return code;
-    }
-  } finally {
-    rl.close();
-  }
+      if (!line.trim()) return finish(EXIT.ok);
+      busy = true;
+      await printReply(() => sendMessage(baseUrl, password, line));
+      busy = false;
+      await next();
+    };
+    rl.setPrompt("> ");
+    rl.on("line", (line) => {
+      if (interactive && busy && line.trim()) {
+        void printReply(() => sendMessage(baseUrl, password, line));
+        return;
+      }
+      pending.push(line);
+      void next();
+    });
+    rl.on("close", () => {
+      closed = true;
+      if (!busy && pending.length === 0) finish(EXIT.ok);
+    });
+    prompt();
+  });
 }
 
 async function printReply(send: () => Promise<string>): Promise<number> {
@@ -113,6 +154,6 @@ async function printReply(send: () => Promise<string>): Promise<number> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isMainModule(import.meta.url)) {
   process.exitCode = await runClient(process.argv.slice(2), process.env);
 }

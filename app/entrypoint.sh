@@ -1,0 +1,10 @@
+#!/bin/sh
+# Runs as root only long enough to make the mounted directories usable by the unprivileged
+# `node` user and to keep config.toml private, then drops privileges for the app itself.
+set -eu
+mkdir -p /srv/config /srv/data
+chown node:node /srv/config /srv/data
+chown -R node:node /srv/data
+[ -f /srv/config/config.toml ] && chown node:node /srv/config/config.toml && chmod 600 /srv/config/config.toml
+[ -f /srv/config/internal-secret ] && chown node:node /srv/config/internal-secret && chmod 600 /srv/config/internal-secret
+exec setpriv --reuid=node --regid=node --init-groups "$@"
