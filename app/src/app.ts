@@ -6,6 +6,7 @@ import {
   ConfigError,
   closeServer,
   createLogger,
+  createServiceClient,
   listen,
   resolveInternalSecret,
   type Logger,
@@ -25,6 +26,9 @@ import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
 import { createExecuteSqlTool } from "./tools/execute-sql.js";
 import { createManageKnowledgeTool } from "./tools/manage-knowledge.js";
+import { createManagePluginsTool } from "./tools/manage-plugins.js";
+import { createRunPluginTool } from "./tools/run-plugin-tool.js";
+import { describePluginsForPrompt } from "./plugins/plugin-list.js";
 import type { AnyAgentTool } from "./tools/result.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -44,12 +48,34 @@ export interface RunningApp {
   close(): Promise<void>;
 }
 
+export interface AppPaths {
+  dataDir: string;
+  configPath: string;
+  secretFile: string;
+  /** Files the model may hand to plugins: uploads and plugin outputs live here. */
+  filesDir: string;
+  uploadsDir: string;
+}
+
+/** Where everything lives, from DATA_DIR, CONFIG_PATH and STAVROBOT_INTERNAL_SECRET_FILE. */
+export function resolvePaths(env: NodeJS.ProcessEnv): AppPaths {
+  const dataDir = resolve(env.DATA_DIR ?? "data");
+  const configPath = resolve(env.CONFIG_PATH ?? join(dataDir, "main", "config.toml"));
+  const filesDir = join(dataDir, "files");
+  return {
+    dataDir,
+    configPath,
+    secretFile: resolve(env.STAVROBOT_INTERNAL_SECRET_FILE ?? join(dirname(configPath), "internal-secret")),
+    filesDir,
+    uploadsDir: join(filesDir, "uploads"),
+  };
+}
+
 /** Everything `main` does, as a function tests can call: config, database, queue, servers. */
 export async function startApp(options: AppOptions): Promise<RunningApp> {
   const env = options.env;
   const logger = options.logger ?? createLogger("app");
-  const dataDir = resolve(env.DATA_DIR ?? "data");
-  const configPath = resolve(env.CONFIG_PATH ?? join(dataDir, "main", "config.toml"));
+  const { dataDir, configPath, secretFile, filesDir, uploadsDir } = resolvePaths(env);
   const generated = ensureConfigFile(configPath, findFile("config.example.toml"));
   if (generated) {
     logger.warn(
@@ -58,11 +84,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     );
   }
   const config = loadConfig(configPath);
-  const internalSecret = resolveInternalSecret({
-    env,
-    file: env.STAVROBOT_INTERNAL_SECRET_FILE ?? join(dirname(configPath), "internal-secret"),
-    create: true,
-  });
+  const internalSecret = resolveInternalSecret({ env, file: secretFile, create: true });
   const model = resolveModel(config);
   const getApiKey = createApiKeySource(config);
   const notConfigured = (await getApiKey(model.provider))
@@ -75,7 +97,6 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   try {
     const applied = await migrate(db);
     if (applied > 0) logger.info("database migrated", { applied });
-    const uploadsDir = join(dataDir, "uploads");
     mkdirSync(uploadsDir, { recursive: true });
     const timezone = env.TZ || Intl.DateTimeFormat().resolvedOptions().timeZone;
     const port = Number(env.PORT ?? 3000);
@@ -83,7 +104,19 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const publicHostname = config.publicHostname ?? `http://localhost:${port}`;
     const basePrompt = readFileSync(findFile("system-prompt.txt"), "utf8");
     const budget = tokenBudget(config.contextTokensK, model.contextWindow);
-    const tools: AnyAgentTool[] = [createExecuteSqlTool({ db }), createManageKnowledgeTool({ db })];
+    const pluginRunner = createServiceClient({
+      baseUrl: env.PLUGIN_RUNNER_URL ?? "http://127.0.0.1:3003",
+      bearer: internalSecret,
+      timeoutMs: 60_000,
+      retries: 0,
+      logger: logger.child("plugin-runner"),
+    });
+    const tools: AnyAgentTool[] = [
+      createExecuteSqlTool({ db }),
+      createManageKnowledgeTool({ db }),
+      createManagePluginsTool({ pluginRunner }),
+      createRunPluginTool({ pluginRunner, filesDir }),
+    ];
 
     const runner = new TurnRunner({
       db,
@@ -97,7 +130,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
           customPrompt: config.customPrompt,
           publicHostname,
           timezone,
-          plugins: "",
+          plugins: await describePluginsForPrompt(pluginRunner, logger.child("plugins")),
           memories: await listMemories(db),
           scratchpadTitles: await listScratchpadTitles(db),
         }),

@@ -19,6 +19,7 @@ export interface AppProcess {
   child: ChildProcess;
   port: number;
   internalPort: number;
+  runnerPort: number;
   output: () => string;
   exited: Promise<number | null>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
@@ -28,12 +29,18 @@ export interface AppProcess {
 export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<AppProcess> {
   const port = await freePort();
   const internalPort = await freePort();
+  const runnerPort = await freePort();
   const child = spawn(
     process.execPath,
     ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"],
     {
       cwd: repoRoot,
-      env: { ...env, PORT: String(port), INTERNAL_PORT: String(internalPort) },
+      env: {
+        ...env,
+        PORT: String(port),
+        INTERNAL_PORT: String(internalPort),
+        PLUGIN_RUNNER_PORT: String(runnerPort),
+      },
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
@@ -60,6 +67,7 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
     child,
     port,
     internalPort,
+    runnerPort,
     output: () => log,
     exited,
     async stop(signal = "SIGTERM") {

@@ -1,0 +1,189 @@
+import { lstat, mkdir, readFile, realpath, rename, writeFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { basename, isAbsolute, join, relative, resolve } from "node:path";
+import type { AgentTool } from "@mariozechner/pi-agent-core";
+import { Type } from "@mariozechner/pi-ai";
+import { encode } from "@toon-format/toon";
+import {
+  PLUGIN_NAME_PATTERN,
+  ServiceError,
+  bundleDetailSchema,
+  runToolFailureSchema,
+  runToolResponseSchema,
+} from "@stavrobot/common";
+import type { RunToolSuccess, ServiceClient, ToolSummary, TransportedFile } from "@stavrobot/common";
+import { errorText, fence, toToolError } from "../plugins/runner-call.js";
+import { ToolError, textResult } from "./result.js";
+
+const parameters = Type.Object({
+  plugin: Type.String({ description: "Plugin name." }),
+  tool: Type.String({ description: "Tool name within the plugin (see manage_plugins show)." }),
+  parameters: Type.Optional(
+    Type.String({
+      description:
+        'The tool\'s parameters as a JSON object string, e.g. {"city": "Oslo"}. A "file" parameter takes the path of a file in the files directory.',
+    }),
+  ),
+});
+
+/** Sync tools may take 30 s on the runner; leave room for the transfer on top. */
+const RUN_TIMEOUT_MS = 90_000;
+const MAX_INPUT_FILE_BYTES = 25 * 1024 * 1024;
+
+export function createRunPluginTool(deps: {
+  pluginRunner: ServiceClient;
+  filesDir: string;
+}): AgentTool<typeof parameters> {
+  const runner = deps.pluginRunner;
+  return {
+    name: "run_plugin_tool",
+    label: "Run plugin tool",
+    description:
+      "Run a tool of an installed plugin. Find plugins with manage_plugins list and a tool's parameters with " +
+      `manage_plugins show. File parameters take paths under ${deps.filesDir}; files the tool returns are saved there too.`,
+    parameters,
+    async execute(_id, params, signal) {
+      const plugin = params.plugin.trim();
+      if (!PLUGIN_NAME_PATTERN.test(plugin)) throw new ToolError(`Plugin '${plugin}' not found.`);
+      const detail = await fetchDetail(runner, plugin, signal);
+      const tool = detail.tools.find((candidate) => candidate.name === params.tool);
+      if (!tool) {
+        const available = detail.tools.map((candidate) => candidate.name).join(", ") || "(none)";
+        throw new ToolError(
+          `Tool '${params.tool}' not found on plugin '${plugin}'. Available tools: ${available}`,
+        );
+      }
+      const input = await prepareInput(parseParameters(params.parameters), tool, deps.filesDir);
+      const head = `The run of tool "${tool.name}" (plugin "${plugin}")`;
+      let answer;
+      try {
+        answer = await runner.request(
+          "POST",
+          `/bundles/${plugin}/tools/${encodeURIComponent(tool.name)}/run`,
+          {
+            body: input,
+            schema: runToolResponseSchema,
+            retries: 0,
+            timeoutMs: RUN_TIMEOUT_MS,
+            signal,
+          },
+        );
+      } catch (error) {
+        if (error instanceof ServiceError) {
+          const failure = runToolFailureSchema.safeParse(error.body);
+          if (failure.success) throw new ToolError(`${head} failed:\n${fence(failure.data.error)}`);
+          const text = errorText(error.body);
+          if (text) throw new ToolError(text);
+          if (error.status === undefined)
+            throw new ToolError(`The plugin runner is unreachable: ${error.message}`);
+        }
+        throw error;
+      }
+      const data = answer.data;
+      if ("status" in data) {
+        return textResult(
+          `Tool "${tool.name}" of plugin "${plugin}" is running asynchronously; the result will arrive as a new message when it completes.`,
+        );
+      }
+      // "plugin_output" cannot be a plugin name (no underscores), so it never meets "uploads".
+      return textResult(await describeSuccess(head, data, join(deps.filesDir, "plugin_output", plugin)));
+    },
+  };
+}
+
+async function fetchDetail(runner: ServiceClient, plugin: string, signal?: AbortSignal) {
+  try {
+    const { data } = await runner.request("GET", `/bundles/${plugin}`, {
+      schema: bundleDetailSchema,
+      signal,
+    });
+    return data;
+  } catch (error) {
+    if (error instanceof ServiceError && error.status === 404)
+      throw new ToolError(`Plugin '${plugin}' not found.`);
+    throw toToolError(error);
+  }
+}
+
+function parseParameters(text: string | undefined): Record<string, unknown> {
+  if (text === undefined || text.trim() === "") return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new ToolError(`'parameters' is not valid JSON: ${(error as Error).message}`);
+  }
+  if (!value || typeof value !== "object" || Array.isArray(value)) {
+    throw new ToolError("'parameters' must be a JSON object.");
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Replaces `file` parameters (paths inside filesDir) with `{filename, data}` for the runner. */
+async function prepareInput(
+  input: Record<string, unknown>,
+  tool: ToolSummary,
+  filesDir: string,
+): Promise<Record<string, unknown>> {
+  const prepared: Record<string, unknown> = { ...input };
+  for (const [key, spec] of Object.entries(tool.parameters)) {
+    if (spec.type !== "file" || input[key] === undefined) continue;
+    const value = input[key];
+    if (typeof value !== "string")
+      throw new ToolError(`Parameter "${key}" must be a file path in ${filesDir}.`);
+    prepared[key] = await readInputFile(key, value, filesDir);
+  }
+  return prepared;
+}
+
+async function readInputFile(key: string, path: string, filesDir: string): Promise<TransportedFile> {
+  const outside = () => new ToolError(`Parameter "${key}": the file must be inside ${filesDir}.`);
+  let real: string;
+  let root: string;
+  try {
+    root = await realpath(filesDir);
+    real = await realpath(resolve(filesDir, path));
+  } catch {
+    throw new ToolError(`Parameter "${key}": file not found: ${path}`);
+  }
+  const rel = relative(root, real);
+  if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) throw outside();
+  const info = await lstat(real);
+  if (!info.isFile()) throw new ToolError(`Parameter "${key}": ${path} is not a regular file.`);
+  if (info.size > MAX_INPUT_FILE_BYTES)
+    throw new ToolError(`Parameter "${key}": ${path} is larger than 25 MB.`);
+  return { filename: basename(real), data: (await readFile(real)).toString("base64") };
+}
+
+async function describeSuccess(head: string, data: RunToolSuccess, outputDir: string): Promise<string> {
+  const output = typeof data.output === "string" ? data.output : encode(data.output ?? null);
+  const parts = [`${head} returned:\n${fence(output)}`];
+  if (data.files?.length) {
+    const saved = await saveFiles(data.files, outputDir);
+    parts.push(`Output files:\n${saved.map((file) => `- ${file.path} (${file.size} bytes)`).join("\n")}`);
+  }
+  if (data.warnings?.length) parts.push(data.warnings.join("\n"));
+  return parts.join("\n\n");
+}
+
+/** Saves returned files under `<filesDir>/<plugin>/`, replacing (never following) what is there. */
+async function saveFiles(files: TransportedFile[], dir: string): Promise<{ path: string; size: number }[]> {
+  await mkdir(dir, { recursive: true });
+  const saved: { path: string; size: number }[] = [];
+  for (const file of files) {
+    const name = safeName(file.filename);
+    const data = Buffer.from(file.data, "base64");
+    const path = join(dir, name);
+    const temp = join(dir, `.tmp-${randomUUID()}`);
+    await writeFile(temp, data, { flag: "wx" });
+    await rename(temp, path);
+    saved.push({ path, size: data.length });
+  }
+  return saved;
+}
+
+function safeName(filename: string): string {
+  // eslint-disable-next-line no-control-regex
+  const name = basename(filename.replaceAll("\\", "/")).replace(/[\x00-\x1f]/g, "");
+  return name === "" || name === "." || name === ".." ? "output" : name;
+}

@@ -1,0 +1,265 @@
+import { randomUUID } from "node:crypto";
+import { chmod, lchown, lstat, mkdir, readdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Logger, TransportedFile } from "@stavrobot/common";
+import type { Bundle, ToolDef } from "./bundles.js";
+import type { ToolEnvConfig } from "./config.js";
+import type { Owner } from "./fs-safe.js";
+import {
+  UnsafePathError,
+  chownTree,
+  ensureRealDir,
+  readFileNoFollow,
+  removeTree,
+  resolveInside,
+} from "./fs-safe.js";
+import type { RunOutcome } from "./messages.js";
+import type { ProcessResult } from "./process.js";
+import { runProcess } from "./process.js";
+import type { Isolation } from "./users.js";
+import type { ValidatedParams } from "./validate.js";
+
+export interface Limits {
+  syncTimeoutMs: number;
+  asyncTimeoutMs: number;
+  stdoutLimitBytes: number;
+  stderrLimitBytes: number;
+  /** Total size of the files a run may hand back. */
+  outputFilesBytes: number;
+  killGraceMs: number;
+}
+
+export const DEFAULT_LIMITS: Limits = {
+  syncTimeoutMs: 30_000,
+  asyncTimeoutMs: 5 * 60_000,
+  stdoutLimitBytes: 1024 * 1024,
+  stderrLimitBytes: 64 * 1024,
+  outputFilesBytes: 25 * 1024 * 1024,
+  killGraceMs: 2_000,
+};
+
+export interface ExecutorOptions {
+  cacheDir: string;
+  runsDir: string;
+  isolation: Isolation;
+  toolEnv: ToolEnvConfig;
+  limits: Limits;
+  logger: Logger;
+}
+
+/** The key the runner adds to a tool's stdin: the directory whose files are returned to the caller. */
+export const OUTPUT_DIR_KEY = "_output_dir";
+
+const MAX_OUTPUT_FILES = 100;
+const INIT_OUTPUT_CHARS = 8_000;
+
+/**
+ * Runs tools and init scripts: as the plugin's own user, in a fresh per-run directory, with an
+ * environment that holds nothing of the runner's.
+ */
+export class Executor {
+  constructor(private readonly options: ExecutorOptions) {}
+
+  get limits(): Limits {
+    return this.options.limits;
+  }
+
+  /** The plugin's user (created and given the bundle if needed) and its private cache dirs. */
+  async preparePlugin(
+    bundleDir: string,
+    plugin: string,
+  ): Promise<{ owner?: Owner; env: Record<string, string> }> {
+    const { isolation, cacheDir, toolEnv } = this.options;
+    let owner = await isolation.lookupUser(plugin);
+    if (isolation.enabled && !owner) owner = await isolation.ensureUser(plugin);
+    if (owner) {
+      const info = await lstat(bundleDir);
+      if (info.uid !== owner.uid) await chownTree(bundleDir, owner);
+      if ((info.mode & 0o777) !== 0o700) await chmod(bundleDir, 0o700);
+    }
+    const base = join(cacheDir, plugin);
+    await ensureRealDir(base, 0o700, owner);
+    const home = join(base, "home");
+    const uv = join(base, "uv");
+    await ensureRealDir(home, 0o700, owner);
+    await ensureRealDir(uv, 0o700, owner);
+    let python = toolEnv.uvPythonInstallDir;
+    if (!python) {
+      python = join(base, "python");
+      await ensureRealDir(python, 0o700, owner);
+    }
+    const env: Record<string, string> = {
+      PATH: toolEnv.path,
+      HOME: home,
+      UV_CACHE_DIR: uv,
+      UV_PYTHON_INSTALL_DIR: python,
+    };
+    if (toolEnv.sslCertFile) env.SSL_CERT_FILE = toolEnv.sslCertFile;
+    if (toolEnv.requestsCaBundle) env.REQUESTS_CA_BUNDLE = toolEnv.requestsCaBundle;
+    return { owner, env };
+  }
+
+  async runTool(
+    bundle: Bundle,
+    tool: ToolDef,
+    params: ValidatedParams,
+    timeoutMs: number,
+  ): Promise<RunOutcome> {
+    const { owner, env } = await this.preparePlugin(bundle.dir, bundle.name);
+    const runDir = join(this.options.runsDir, `${bundle.name}-${randomUUID()}`);
+    // The run dir stays root's, so the plugin cannot swap `output` for a symlink; it gets the two inside.
+    await mkdir(runDir, { mode: owner ? 0o711 : 0o700 });
+    try {
+      const inputDir = join(runDir, "input");
+      const outputDir = join(runDir, "output");
+      await mkdir(inputDir, { mode: 0o700 });
+      await mkdir(outputDir, { mode: 0o700 });
+      const stdin: Record<string, unknown> = { ...params.values };
+      const used = new Set<string>();
+      for (const file of params.files) {
+        let name = file.filename;
+        for (let n = 2; used.has(name); n++) name = `${n}-${file.filename}`;
+        used.add(name);
+        const path = join(inputDir, name);
+        await writeFile(path, file.data, { mode: 0o600, flag: "wx" });
+        if (owner) await lchown(path, owner.uid, owner.gid);
+        stdin[file.param] = path;
+      }
+      if (owner) {
+        await lchown(inputDir, owner.uid, owner.gid);
+        await lchown(outputDir, owner.uid, owner.gid);
+      }
+      stdin[OUTPUT_DIR_KEY] = outputDir;
+      const result = await this.spawn(
+        tool.entrypoint,
+        tool.dir,
+        env,
+        owner,
+        JSON.stringify(stdin),
+        timeoutMs,
+      );
+      if (!result.ok) return result.outcome;
+      const collected = await this.collectFiles(outputDir, owner);
+      return toolSuccess(result.process, this.options.limits, collected);
+    } finally {
+      await removeTree(runDir).catch((error: unknown) =>
+        this.options.logger.warn("could not remove run dir", { runDir, error: String(error) }),
+      );
+    }
+  }
+
+  /** Runs the bundle's init script (cwd = bundle root); stdout becomes the init output. */
+  async runInit(bundle: Bundle, timeoutMs: number): Promise<RunOutcome> {
+    if (!bundle.init) return { success: true, output: "" };
+    const { owner, env } = await this.preparePlugin(bundle.dir, bundle.name);
+    let entrypoint: string;
+    try {
+      entrypoint = await resolveInside(bundle.dir, bundle.init.entrypoint);
+    } catch (error) {
+      return { success: false, error: `Invalid init entrypoint: ${(error as Error).message}` };
+    }
+    const result = await this.spawn(entrypoint, bundle.dir, env, owner, "", timeoutMs);
+    if (!result.ok) return result.outcome;
+    let output = result.process.stdout.trim();
+    if (output.length > INIT_OUTPUT_CHARS)
+      output = "…(earlier output omitted)\n" + output.slice(-INIT_OUTPUT_CHARS);
+    return { success: true, output };
+  }
+
+  private async spawn(
+    command: string,
+    cwd: string,
+    env: Record<string, string>,
+    owner: Owner | undefined,
+    stdin: string,
+    timeoutMs: number,
+  ): Promise<{ ok: true; process: ProcessResult } | { ok: false; outcome: RunOutcome }> {
+    const { limits } = this.options;
+    const result = await runProcess({
+      command,
+      cwd,
+      env,
+      stdin,
+      timeoutMs,
+      uid: owner?.uid,
+      gid: owner?.gid,
+      stdoutLimitBytes: limits.stdoutLimitBytes,
+      stderrLimitBytes: limits.stderrLimitBytes,
+      killGraceMs: limits.killGraceMs,
+    });
+    if (result.spawnError)
+      return { ok: false, outcome: { success: false, error: `Failed to start: ${result.spawnError}` } };
+    if (result.timedOut) {
+      const seconds = Math.round(timeoutMs / 100) / 10;
+      return { ok: false, outcome: { success: false, error: `Tool execution timed out after ${seconds} s` } };
+    }
+    if (result.exitCode !== 0) return { ok: false, outcome: { success: false, error: failureText(result) } };
+    return { ok: true, process: result };
+  }
+
+  /** Top-level regular files of the output dir, base64, within the size cap; symlinks are ignored. */
+  private async collectFiles(
+    dir: string,
+    owner: Owner | undefined,
+  ): Promise<{ files: TransportedFile[]; warnings: string[] }> {
+    const files: TransportedFile[] = [];
+    const warnings: string[] = [];
+    let total = 0;
+    const names = (await readdir(dir).catch(() => [] as string[])).sort();
+    for (const name of names) {
+      if (files.length >= MAX_OUTPUT_FILES) {
+        warnings.push(`Only the first ${MAX_OUTPUT_FILES} output files were returned.`);
+        break;
+      }
+      const room = this.options.limits.outputFilesBytes - total;
+      try {
+        const data = await readFileNoFollow(join(dir, name), room, owner);
+        total += data.length;
+        files.push({ filename: name, data: data.toString("base64") });
+      } catch (error) {
+        if (error instanceof UnsafePathError && /larger than/.test(error.message)) {
+          warnings.push(`Output file "${name}" was left out: output files may total at most 25 MB.`);
+        }
+        // Symlinks, directories and other special files are skipped silently.
+      }
+    }
+    return { files, warnings };
+  }
+}
+
+function failureText(result: ProcessResult): string {
+  let text = result.stderr.trim() || result.stdout.trim();
+  if (!text) {
+    text = result.signal
+      ? `Process was killed by ${result.signal}`
+      : `Process exited with code ${result.exitCode}`;
+  }
+  if (result.stderrTruncated || result.stdoutTruncated) text += "\n[output truncated]";
+  return text;
+}
+
+function toolSuccess(
+  result: ProcessResult,
+  limits: Limits,
+  collected: { files: TransportedFile[]; warnings: string[] },
+): RunOutcome {
+  const warnings = [...collected.warnings];
+  let output: unknown;
+  if (result.stdoutTruncated) {
+    const limitMb = Math.round((limits.stdoutLimitBytes / 1024 / 1024) * 10) / 10;
+    output = `${result.stdout}\n[output truncated: the tool printed more than ${limitMb} MB]`;
+    warnings.unshift(`Output truncated: the tool printed more than ${limitMb} MB to stdout.`);
+  } else {
+    try {
+      output = JSON.parse(result.stdout);
+    } catch {
+      output = result.stdout;
+    }
+  }
+  return {
+    success: true,
+    output,
+    ...(collected.files.length > 0 ? { files: collected.files } : {}),
+    ...(warnings.length > 0 ? { warnings } : {}),
+  };
+}

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { HttpError } from "@stavrobot/common";
+import { checkGitUrl } from "./git.js";
+import { fence, guessMimeType, toolResultMessage } from "./messages.js";
+import { truncateInstructions } from "./present.js";
+import { pluginUserName } from "./users.js";
+
+describe("checkGitUrl", () => {
+  it("accepts network URLs", () => {
+    for (const url of [
+      "https://github.com/stavrobot/plugin-x.git",
+      "http://127.0.0.1:8080/repo",
+      "git://127.0.0.1:9418/repo",
+      "ssh://git@example.com/repo.git",
+      "git@github.com:stavrobot/plugin-x.git",
+      "https://[::1]/repo",
+    ]) {
+      expect(() => checkGitUrl(url)).not.toThrow();
+    }
+  });
+
+  it("refuses local, helper and option-looking URLs", () => {
+    for (const url of [
+      "file:///etc",
+      "/srv/repo",
+      "ext::sh -c id",
+      "--upload-pack=id",
+      "-c",
+      "fd::3",
+      "https://a b",
+    ]) {
+      expect(() => checkGitUrl(url)).toThrow(HttpError);
+    }
+  });
+});
+
+describe("pluginUserName", () => {
+  it("maps names to plug_ users that fit in 32 characters without collisions", () => {
+    expect(pluginUserName("google-calendar")).toBe("plug_google_calendar");
+    const long1 = pluginUserName("a-very-long-plugin-name-that-goes-on-1");
+    const long2 = pluginUserName("a-very-long-plugin-name-that-goes-on-2");
+    expect(long1).toHaveLength(32);
+    expect(long1).not.toBe(long2);
+    expect(long1.startsWith("plug_a_very_long")).toBe(true);
+  });
+});
+
+describe("messages", () => {
+  it("fences text with a fence longer than any backtick run inside", () => {
+    expect(fence("plain")).toBe("```\nplain\n```");
+    expect(fence("has ``` inside")).toBe("````\nhas ``` inside\n````");
+  });
+
+  it("formats async results for the app with MIME types", () => {
+    const message = toolResultMessage("p", "t", {
+      success: true,
+      output: "done",
+      files: [{ filename: "a.png", data: "AA==" }],
+    });
+    expect(message).toEqual({
+      source: "plugin:p/t",
+      message: 'The run of tool "t" (plugin "p") returned:\n```\ndone\n```',
+      files: [{ filename: "a.png", data: "AA==", mimeType: "image/png" }],
+    });
+    expect(guessMimeType("x.unknown")).toBe("application/octet-stream");
+  });
+
+  it("leaves out files the app would refuse, with a note", () => {
+    const big = "A".repeat(10 * 1024 * 1024 + 4);
+    const message = toolResultMessage("p", "t", {
+      success: true,
+      output: { ok: true },
+      files: [
+        { filename: "small.txt", data: "AA==" },
+        { filename: "huge.bin", data: big },
+      ],
+    });
+    expect(message.files?.map((file) => file.filename)).toEqual(["small.txt"]);
+    expect(message.message).toContain("Output files too large to deliver were left out: huge.bin.");
+  });
+
+  it("truncates long instructions", () => {
+    expect(truncateInstructions("short")).toBe("short");
+    expect(truncateInstructions("   ")).toBeUndefined();
+    const long = truncateInstructions("y".repeat(6000)) ?? "";
+    expect(long.startsWith("y".repeat(5000) + "\n[Instructions truncated]")).toBe(true);
+  });
+});
