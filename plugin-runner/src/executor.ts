@@ -58,7 +58,16 @@ const INIT_OUTPUT_CHARS = 8_000;
  * environment that holds nothing of the runner's.
  */
 export class Executor {
+  /** Plugins already prepared (user, ownership, cache dirs), so a run costs one lstat, not a dozen calls. */
+  private readonly prepared = new Map<string, { owner?: Owner; env: Record<string, string> }>();
+  private readonly cleanups = new Set<Promise<void>>();
+
   constructor(private readonly options: ExecutorOptions) {}
+
+  /** Drops what is known about a plugin (before it is removed). */
+  forget(plugin: string): void {
+    this.prepared.delete(plugin);
+  }
 
   get limits(): Limits {
     return this.options.limits;
@@ -96,7 +105,20 @@ export class Executor {
     };
     if (toolEnv.sslCertFile) env.SSL_CERT_FILE = toolEnv.sslCertFile;
     if (toolEnv.requestsCaBundle) env.REQUESTS_CA_BUNDLE = toolEnv.requestsCaBundle;
-    return { owner, env };
+    const prepared = owner ? { owner, env } : { env };
+    this.prepared.set(plugin, prepared);
+    return prepared;
+  }
+
+  /** The cached preparation while the bundle is still the plugin user's, mode 700; else a full one. */
+  private async prepareForRun(bundleDir: string, plugin: string) {
+    const cached = this.prepared.get(plugin);
+    if (cached) {
+      const info = await lstat(bundleDir);
+      const owned = cached.owner ? info.uid === cached.owner.uid && (info.mode & 0o777) === 0o700 : true;
+      if (owned && info.isDirectory()) return cached;
+    }
+    return this.preparePlugin(bundleDir, plugin);
   }
 
   async runTool(
@@ -105,7 +127,7 @@ export class Executor {
     params: ValidatedParams,
     timeoutMs: number,
   ): Promise<RunOutcome> {
-    const { owner, env } = await this.preparePlugin(bundle.dir, bundle.name);
+    const { owner, env } = await this.prepareForRun(bundle.dir, bundle.name);
     const runDir = join(this.options.runsDir, `${bundle.name}-${randomUUID()}`);
     // The run dir stays root's, so the plugin cannot swap `output` for a symlink; it gets the two inside.
     await mkdir(runDir, { mode: owner ? 0o711 : 0o700 });
@@ -142,10 +164,23 @@ export class Executor {
       const collected = await this.collectFiles(outputDir, owner);
       return toolSuccess(result.process, this.options.limits, collected);
     } finally {
-      await removeTree(runDir).catch((error: unknown) =>
-        this.options.logger.warn("could not remove run dir", { runDir, error: String(error) }),
-      );
+      // Off the response path: the caller does not wait for the clean-up (settle() does).
+      this.removeLater(runDir);
     }
+  }
+
+  /** Resolves once every run directory scheduled for removal is gone. */
+  async settle(): Promise<void> {
+    await Promise.all([...this.cleanups]);
+  }
+
+  private removeLater(dir: string): void {
+    const removal: Promise<void> = removeTree(dir)
+      .catch((error: unknown) =>
+        this.options.logger.warn("could not remove run dir", { runDir: dir, error: String(error) }),
+      )
+      .finally(() => this.cleanups.delete(removal));
+    this.cleanups.add(removal);
   }
 
   /** Runs the bundle's init script (cwd = bundle root); stdout becomes the init output. */

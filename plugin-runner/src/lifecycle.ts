@@ -217,6 +217,7 @@ export class Lifecycle {
   private async purge(name: string): Promise<void> {
     const { isolation, pluginsDir, cacheDir } = this.options;
     await isolation.killProcesses(name);
+    this.options.executor.forget(name);
     await removeTree(join(pluginsDir, name));
     await removeTree(join(cacheDir, name));
     await isolation.removeUser(name);

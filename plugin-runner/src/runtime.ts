@@ -43,6 +43,8 @@ export interface Runner {
   start(): Promise<void>;
   /** Stops deliveries; pending results stay on disk for the next start. */
   stop(): Promise<void>;
+  /** Resolves once finished runs' temporary directories are removed (done after answering). */
+  settle(): Promise<void>;
 }
 
 /** Wires the runner's parts together. Paths must be absolute. */
@@ -118,7 +120,9 @@ export function createRunner(options: RunnerOptions): Runner {
     },
     async stop() {
       await outbox.stop();
+      await executor.settle();
     },
+    settle: () => executor.settle(),
   };
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestRunner } from "./helpers.js";
@@ -185,8 +185,10 @@ describe("running tools", () => {
     expect(body.files).toEqual([
       { filename: "upper.txt", data: Buffer.from("HELLO FILE").toString("base64") },
     ]);
-    // The per-run directory is gone afterwards.
+    // The per-run directory is removed after the answer, and nothing else is left in the runs dir.
+    await t.runner.settle();
     expect(existsSync(body.output.path)).toBe(false);
+    expect(readdirSync(t.runsDir)).toEqual([]);
   });
 
   it("refuses file parameters with unsafe names or shapes", async () => {
