@@ -1,36 +1,26 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
-import { chat, configFor, createTestEnv, post, startTestApp, type TestEnv } from "./helpers/app.js";
+import { beforeEach, describe, expect, it } from "vitest";
+import { textTurn, toolTurn } from "@stavrobot/common/test-support";
+import { chat, configFor, post, useTestApp } from "./helpers/app.js";
 
 // A 1x1 PNG.
 const PIXEL =
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
-let fake: FakeLlmServer;
-let testEnv: TestEnv;
-let app: RunningApp;
+const t = useTestApp({
+  config: (fake) =>
+    'customPrompt = "Always answer in haiku."\npublicHostname = "https://bot.example.com"\n' +
+    configFor(fake),
+});
 
 const systemText = (index: number): string =>
-  (fake.requests[index]!.body.system as { text: string }[]).map((block) => block.text).join("\n");
+  (t.fake.requests[index]!.body.system as { text: string }[]).map((block) => block.text).join("\n");
 
-beforeAll(async () => {
-  fake = await startFakeAnthropic();
-  const extra = 'customPrompt = "Always answer in haiku."\npublicHostname = "https://bot.example.com"\n';
-  testEnv = await createTestEnv(extra + configFor(fake));
-  app = await startTestApp(testEnv);
-});
-beforeEach(() => fake.reset());
-afterAll(async () => {
-  await app?.close();
-  await fake?.close();
-  await testEnv?.cleanup();
-});
+beforeEach(() => t.fake.reset());
 
 describe("what the model is sent", () => {
   it("builds the system prompt from the base prompt, custom prompt, hostname and time zone", async () => {
-    fake.enqueue(textTurn("ok"));
-    await chat(app, "hello");
+    t.fake.enqueue(textTurn("ok"));
+    await chat(t.app, "hello");
     const system = systemText(0);
     expect(system).toContain("You are Stavrobot");
     expect(system).toContain("Always answer in haiku.");
@@ -40,7 +30,7 @@ describe("what the model is sent", () => {
   });
 
   it("puts memories in full and scratchpad titles (not bodies) in the next system prompt", async () => {
-    fake.enqueue(
+    t.fake.enqueue(
       toolTurn("manage_knowledge", {
         action: "upsert",
         store: "memory",
@@ -55,10 +45,10 @@ describe("what the model is sent", () => {
       textTurn("Remembered."),
       textTurn("Next turn."),
     );
-    expect((await chat(app, "remember my cat")).body.response).toBe("Remembered.");
-    expect(fake.requests[1]!.lastUserText).toMatch(/Memory \d+ created\./);
-    expect(fake.requests[2]!.lastUserText).toMatch(/Scratchpad \d+ created\./);
-    await chat(app, "next");
+    expect((await chat(t.app, "remember my cat")).body.response).toBe("Remembered.");
+    expect(t.fake.requests[1]!.lastUserText).toMatch(/Memory \d+ created\./);
+    expect(t.fake.requests[2]!.lastUserText).toMatch(/Scratchpad \d+ created\./);
+    await chat(t.app, "next");
     const system = systemText(3);
     expect(system).toContain("The owner's cat is called Miso.");
     expect(system).toMatch(/\[Scratchpad \d+\] Tax notes 2026/);
@@ -66,51 +56,51 @@ describe("what the model is sent", () => {
   });
 
   it("reads a scratchpad body on demand and reports missing entries as errors", async () => {
-    const row = await app.db.query<{ id: number }>(
+    const row = await t.app.db.query<{ id: number }>(
       "SELECT id FROM scratchpad WHERE title = 'Tax notes 2026'",
     );
     const id = row.rows[0]!.id;
-    fake.enqueue(
+    t.fake.enqueue(
       toolTurn("manage_knowledge", { action: "read", store: "scratchpad", id }),
       toolTurn("manage_knowledge", { action: "delete", store: "memory", id: 99999 }),
       textTurn("done"),
     );
-    await chat(app, "read it");
-    expect(fake.requests[1]!.lastUserText).toContain("SECRET-BODY-TEXT");
-    const errorResult = JSON.stringify(fake.requests[2]!.body.messages.at(-1));
+    await chat(t.app, "read it");
+    expect(t.fake.requests[1]!.lastUserText).toContain("SECRET-BODY-TEXT");
+    const errorResult = JSON.stringify(t.fake.requests[2]!.body.messages.at(-1));
     expect(errorResult).toContain('"is_error":true');
     expect(errorResult).toContain("memory 99999 not found");
   });
 
   it("marks the system prompt, last tool and last user block for Anthropic prompt caching", async () => {
-    fake.enqueue(textTurn("cached"));
-    await chat(app, "cache me");
-    const body = fake.requests[0]!.body;
+    t.fake.enqueue(textTurn("cached"));
+    await chat(t.app, "cache me");
+    const body = t.fake.requests[0]!.body;
     expect(body.system.at(-1).cache_control).toEqual({ type: "ephemeral" });
     expect(body.tools.at(-1).cache_control).toEqual({ type: "ephemeral" });
     expect(body.messages.at(-1).content.at(-1).cache_control).toEqual({ type: "ephemeral" });
   });
 
   it("sends image attachments as images and keeps only a placeholder in the history", async () => {
-    fake.enqueue(textTurn("A single pixel."), textTurn("Still no image."));
-    const reply = await post(app.port, "/chat", {
+    t.fake.enqueue(textTurn("A single pixel."), textTurn("Still no image."));
+    const reply = await post(t.app.port, "/chat", {
       message: "what is this?",
       files: [{ data: PIXEL, filename: "pixel.png", mimeType: "image/png" }],
     });
     expect(reply.body.response).toBe("A single pixel.");
-    const last = fake.requests[0]!.body.messages.at(-1).content as {
+    const last = t.fake.requests[0]!.body.messages.at(-1).content as {
       type: string;
       source?: { data: string; media_type: string };
     }[];
     const image = last.find((block) => block.type === "image");
     expect(image?.source).toMatchObject({ data: PIXEL, media_type: "image/png" });
     expect(JSON.stringify(last)).toContain("A file was received: pixel.png (image/png");
-    const stored = await app.db.query<{ content: unknown }>(
+    const stored = await t.app.db.query<{ content: unknown }>(
       "SELECT content FROM messages WHERE role = 'user' ORDER BY id DESC LIMIT 1",
     );
     expect(JSON.stringify(stored.rows[0]!.content)).not.toContain(PIXEL);
     // The next turn does not resend the image.
-    await chat(app, "and now?");
-    expect(JSON.stringify(fake.requests[1]!.body)).not.toContain(PIXEL);
+    await chat(t.app, "and now?");
+    expect(JSON.stringify(t.fake.requests[1]!.body)).not.toContain(PIXEL);
   });
 });

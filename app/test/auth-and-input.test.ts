@@ -1,41 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
-import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
-import {
-  INTERNAL_SECRET,
-  PASSWORD,
-  configFor,
-  createTestEnv,
-  post,
-  startTestApp,
-  type TestEnv,
-} from "./helpers/app.js";
+import { textTurn } from "@stavrobot/common/test-support";
+import { INTERNAL_SECRET, PASSWORD, post, useTestApp } from "./helpers/app.js";
 
-let fake: FakeLlmServer;
-let testEnv: TestEnv;
-let app: RunningApp;
-
-beforeAll(async () => {
-  fake = await startFakeAnthropic();
-  testEnv = await createTestEnv(configFor(fake));
-  app = await startTestApp(testEnv);
-});
-
-afterAll(async () => {
-  await app?.close();
-  await fake?.close();
-  await testEnv?.cleanup();
-});
+const t = useTestApp();
 
 async function count(table: string): Promise<number> {
-  const result = await app.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  const result = await t.app.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
   return result.rows[0]!.n;
 }
 
 describe("external port authentication", () => {
   it("serves /health without credentials and reveals nothing else", async () => {
-    const response = await fetch(`http://127.0.0.1:${app.port}/health`);
+    const response = await fetch(`http://127.0.0.1:${t.app.port}/health`);
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ status: "ok" });
   });
@@ -46,20 +23,20 @@ describe("external port authentication", () => {
     ["the internal secret as a Bearer token", `Bearer ${INTERNAL_SECRET}`],
     ["a malformed header", "Basic %%%"],
   ])("refuses POST /chat with %s (401 + WWW-Authenticate)", async (_label, auth) => {
-    const response = await post(app.port, "/chat", { message: "hi" }, auth);
+    const response = await post(t.app.port, "/chat", { message: "hi" }, auth);
     expect(response.status).toBe(401);
     expect(response.body).toEqual({ error: "Unauthorized" });
     expect(response.headers.get("www-authenticate")).toMatch(/^Basic realm="stavrobot"/);
   });
 
   it("answers 401 (not 404) for unknown routes without credentials, so nothing is revealed", async () => {
-    const response = await fetch(`http://127.0.0.1:${app.port}/secret-admin`);
+    const response = await fetch(`http://127.0.0.1:${t.app.port}/secret-admin`);
     expect(response.status).toBe(401);
   });
 
   it("accepts any username with the right password", async () => {
-    fake.enqueue(textTurn("hello"));
-    const response = await post(app.port, "/chat", { message: "hi" }, basicAuthHeader(PASSWORD, "whoever"));
+    t.fake.enqueue(textTurn("hello"));
+    const response = await post(t.app.port, "/chat", { message: "hi" }, basicAuthHeader(PASSWORD, "whoever"));
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ response: "hello" });
   });
@@ -67,27 +44,27 @@ describe("external port authentication", () => {
 
 describe("internal port authentication", () => {
   it("refuses the owner's password", async () => {
-    const response = await post(app.internalPort, "/chat", { message: "hi" }, basicAuthHeader(PASSWORD));
+    const response = await post(t.app.internalPort, "/chat", { message: "hi" }, basicAuthHeader(PASSWORD));
     expect(response.status).toBe(401);
   });
 
   it("refuses unauthenticated calls and wrong secrets", async () => {
-    expect((await post(app.internalPort, "/chat", { message: "hi" }, null)).status).toBe(401);
-    expect((await post(app.internalPort, "/chat", { message: "hi" }, "Bearer not-the-secret")).status).toBe(
+    expect((await post(t.app.internalPort, "/chat", { message: "hi" }, null)).status).toBe(401);
+    expect((await post(t.app.internalPort, "/chat", { message: "hi" }, "Bearer not-the-secret")).status).toBe(
       401,
     );
   });
 
   it("accepts the internal secret and serves only POST /chat", async () => {
-    fake.enqueue(textTurn("from a sibling"));
+    t.fake.enqueue(textTurn("from a sibling"));
     const ok = await post(
-      app.internalPort,
+      t.app.internalPort,
       "/chat",
       { message: "result", source: "plugin:x/y" },
       `Bearer ${INTERNAL_SECRET}`,
     );
     expect(ok.body).toEqual({ response: "from a sibling" });
-    const health = await fetch(`http://127.0.0.1:${app.internalPort}/health`, {
+    const health = await fetch(`http://127.0.0.1:${t.app.internalPort}/health`, {
       headers: { Authorization: `Bearer ${INTERNAL_SECRET}` },
     });
     expect(health.status).toBe(404);
@@ -120,19 +97,19 @@ describe("bad input to POST /chat", () => {
     ],
   ])("%s → clear %s and nothing saved", async (_label, raw, status, message) => {
     const before = { inbox: await count("inbox"), messages: await count("messages") };
-    const requestsBefore = fake.requests.length;
-    const response = await post(app.port, "/chat", undefined, basicAuthHeader(PASSWORD), raw);
+    const requestsBefore = t.fake.requests.length;
+    const response = await post(t.app.port, "/chat", undefined, basicAuthHeader(PASSWORD), raw);
     expect(response.status).toBe(status);
     expect(String(response.body.error)).toMatch(message);
     expect(await count("inbox")).toBe(before.inbox);
     expect(await count("messages")).toBe(before.messages);
-    expect(fake.requests.length).toBe(requestsBefore);
+    expect(t.fake.requests.length).toBe(requestsBefore);
   });
 
   it("refuses a body over 25 MB with 413 and saves nothing", async () => {
     const before = await count("inbox");
     const big = JSON.stringify({ message: "x".repeat(26 * 1024 * 1024) });
-    const response = await post(app.port, "/chat", undefined, basicAuthHeader(PASSWORD), big).catch(
+    const response = await post(t.app.port, "/chat", undefined, basicAuthHeader(PASSWORD), big).catch(
       (error: Error) => ({ status: -1, body: { error: error.message }, headers: new Headers() }),
     );
     expect(response.status).toBe(413);
@@ -143,7 +120,7 @@ describe("bad input to POST /chat", () => {
   it("refuses a decoded file over 10 MB with 413 and leaves no file behind", async () => {
     const before = await count("inbox");
     const data = Buffer.alloc(11 * 1024 * 1024, 1).toString("base64");
-    const response = await post(app.port, "/chat", {
+    const response = await post(t.app.port, "/chat", {
       files: [{ data, filename: "big.bin", mimeType: "application/octet-stream" }],
     });
     expect(response.status).toBe(413);

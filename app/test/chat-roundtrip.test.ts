@@ -1,33 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  startFakeAnthropic,
-  startFakeOpenAI,
-  textTurn,
-  toolTurn,
-  type FakeLlmServer,
-} from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
-import { chat, configFor, createTestEnv, startTestApp, type LlmKind, type TestEnv } from "./helpers/app.js";
+import { describe, expect, it } from "vitest";
+import { textTurn, toolTurn } from "@stavrobot/common/test-support";
+import { chat, useTestApp, type LlmKind } from "./helpers/app.js";
 
 describe.each<LlmKind>(["anthropic", "openai"])("POST /chat through the %s protocol", (kind) => {
-  let fake: FakeLlmServer;
-  let testEnv: TestEnv;
-  let app: RunningApp;
-
-  beforeAll(async () => {
-    fake = kind === "anthropic" ? await startFakeAnthropic() : await startFakeOpenAI();
-    testEnv = await createTestEnv(configFor(fake, kind));
-    app = await startTestApp(testEnv);
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await fake?.close();
-    await testEnv?.cleanup();
-  });
+  const t = useTestApp({ kind });
 
   it("runs execute_sql on PostgreSQL and sends the result back to the model", async () => {
-    fake.enqueue(
+    t.fake.enqueue(
       toolTurn(
         "execute_sql",
         {
@@ -38,36 +17,36 @@ describe.each<LlmKind>(["anthropic", "openai"])("POST /chat through the %s proto
       ),
       textTurn("Stored: eggs and milk."),
     );
-    const reply = await chat(app, "Remember 12 eggs and 2 milk");
+    const reply = await chat(t.app, "Remember 12 eggs and 2 milk");
     expect(reply.status).toBe(200);
     expect(reply.body).toEqual({ response: "Stored: eggs and milk." });
 
-    expect(fake.requests).toHaveLength(2);
-    const toolResultText = fake.requests[1]!.lastUserText;
+    expect(t.fake.requests).toHaveLength(2);
+    const toolResultText = t.fake.requests[1]!.lastUserText;
     expect(toolResultText).toContain("eggs,12");
     expect(toolResultText).toContain("milk,2");
     // The first request carried the header and the tools.
-    const first = JSON.stringify(fake.requests[0]!.body);
+    const first = JSON.stringify(t.fake.requests[0]!.body);
     expect(first).toContain("Source: cli");
     expect(first).toContain("Text: Remember 12 eggs and 2 milk");
     expect(first).toContain("execute_sql");
 
-    const rows = await app.db.query<{ role: string }>("SELECT role FROM messages ORDER BY id");
+    const rows = await t.app.db.query<{ role: string }>("SELECT role FROM messages ORDER BY id");
     expect(rows.rows.map((r) => r.role)).toEqual(["user", "assistant", "toolResult", "assistant"]);
-    const table = await app.db.query<{ item: string }>("SELECT item FROM groceries ORDER BY item");
+    const table = await t.app.db.query<{ item: string }>("SELECT item FROM groceries ORDER BY item");
     expect(table.rows.map((r) => r.item)).toEqual(["eggs", "milk"]);
-    const inbox = await app.db.query<{ status: string; response: string }>(
+    const inbox = await t.app.db.query<{ status: string; response: string }>(
       "SELECT status, response FROM inbox",
     );
     expect(inbox.rows).toEqual([{ status: "done", response: "Stored: eggs and milk." }]);
   });
 
   it("replays the saved history on the next turn", async () => {
-    fake.reset();
-    fake.enqueue(textTurn("You asked about eggs."));
-    const reply = await chat(app, "What did I ask before?");
+    t.fake.reset();
+    t.fake.enqueue(textTurn("You asked about eggs."));
+    const reply = await chat(t.app, "What did I ask before?");
     expect(reply.body.response).toBe("You asked about eggs.");
-    const sent = JSON.stringify(fake.requests[0]!.body);
+    const sent = JSON.stringify(t.fake.requests[0]!.body);
     expect(sent).toContain("Remember 12 eggs and 2 milk");
     expect(sent).toContain("Stored: eggs and milk.");
   });

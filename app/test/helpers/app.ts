@@ -2,7 +2,8 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { basicAuthHeader, silentLogger } from "@stavrobot/common";
-import type { FakeLlmServer } from "@stavrobot/common/test-support";
+import { afterAll, beforeAll } from "vitest";
+import { startFakeAnthropic, startFakeOpenAI, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../../src/app.js";
 import { createTestDatabase, type TestDatabase } from "./db.js";
 
@@ -91,3 +92,33 @@ export async function post(
 
 export const chat = (app: RunningApp, message: string): Promise<ChatCall> =>
   post(app.port, "/chat", { message, source: "cli" });
+
+export interface AppFixture {
+  fake: FakeLlmServer;
+  env: TestEnv;
+  app: RunningApp;
+}
+
+/**
+ * For a test file (or describe block): a fake LLM server, a fresh database and the app, started
+ * before the tests and torn down after. Fields are filled in by the time the tests run.
+ */
+export function useTestApp(
+  options: { kind?: LlmKind; config?: (fake: FakeLlmServer) => string } = {},
+): AppFixture {
+  const kind = options.kind ?? "anthropic";
+  const fixture = {} as AppFixture;
+  beforeAll(async () => {
+    fixture.fake = kind === "anthropic" ? await startFakeAnthropic() : await startFakeOpenAI();
+    fixture.env = await createTestEnv(
+      options.config ? options.config(fixture.fake) : configFor(fixture.fake, kind),
+    );
+    fixture.app = await startTestApp(fixture.env);
+  });
+  afterAll(async () => {
+    await fixture.app?.close();
+    await fixture.fake?.close();
+    await fixture.env?.cleanup();
+  });
+  return fixture;
+}
