@@ -61,6 +61,13 @@ export class Executor {
   /** Plugins already prepared (user, ownership, cache dirs), so a run costs one lstat, not a dozen calls. */
   private readonly prepared = new Map<string, { owner?: Owner; env: Record<string, string> }>();
   private readonly cleanups = new Set<Promise<void>>();
+  /** Runs of each plugin in flight (tools, init scripts, git during an update). */
+  private readonly inFlight = new Map<string, number>();
+  /** Plugins with a run that timed out: their user's processes are killed once none of their runs is left. */
+  private readonly sweepsOwed = new Set<string>();
+  /** Sweeps under way; a new run of the plugin waits for its sweep, which would otherwise kill it. */
+  private readonly sweeps = new Map<string, Promise<void>>();
+  private warnedNoSweep = false;
 
   constructor(private readonly options: ExecutorOptions) {}
 
@@ -153,6 +160,7 @@ export class Executor {
       }
       stdin[OUTPUT_DIR_KEY] = outputDir;
       const result = await this.spawn(
+        bundle.name,
         tool.entrypoint,
         tool.dir,
         env,
@@ -169,9 +177,59 @@ export class Executor {
     }
   }
 
-  /** Resolves once every run directory scheduled for removal is gone. */
+  /** Resolves once every run directory scheduled for removal is gone and every owed sweep is done. */
   async settle(): Promise<void> {
-    await Promise.all([...this.cleanups]);
+    await Promise.all([...this.cleanups, ...this.sweeps.values()]);
+  }
+
+  /**
+   * Counts `work` as a run of `plugin` in flight. A timed-out run may leave processes behind that
+   * escaped its process group (`setsid`); with isolation they are all the plugin user's, so they are
+   * killed (every process of that user) as soon as the plugin has no run in flight: never sooner, or
+   * a concurrent, healthy run of the same plugin would be killed with them. Anything else that runs
+   * processes as the plugin's user (git during an update) goes through here too.
+   */
+  async track<T>(plugin: string, work: () => Promise<T>): Promise<T> {
+    for (let sweep = this.sweeps.get(plugin); sweep; sweep = this.sweeps.get(plugin)) await sweep;
+    this.inFlight.set(plugin, (this.inFlight.get(plugin) ?? 0) + 1);
+    try {
+      return await work();
+    } finally {
+      const left = (this.inFlight.get(plugin) ?? 1) - 1;
+      if (left > 0) this.inFlight.set(plugin, left);
+      else {
+        this.inFlight.delete(plugin);
+        if (this.sweepsOwed.delete(plugin)) this.sweep(plugin);
+      }
+    }
+  }
+
+  private oweSweep(plugin: string): void {
+    if (this.options.isolation.enabled) {
+      this.sweepsOwed.add(plugin);
+      return;
+    }
+    if (this.warnedNoSweep) return;
+    this.warnedNoSweep = true;
+    this.options.logger.warn(
+      "A run timed out and isolation is off: processes it started outside its process group (setsid) cannot be found and may keep running. Run the runner as root to have them killed.",
+      { plugin },
+    );
+  }
+
+  private sweep(plugin: string): void {
+    const { isolation, logger } = this.options;
+    const sweep: Promise<void> = isolation
+      .killProcesses(plugin)
+      .then(() => logger.info("killed the leftover processes of a timed-out run", { plugin }))
+      .catch((error: unknown) =>
+        logger.error("could not kill the leftover processes of a timed-out run", {
+          plugin,
+          error: String(error),
+        }),
+      )
+      .finally(() => this.sweeps.delete(plugin));
+    this.sweeps.set(plugin, sweep);
   }
 
   private removeLater(dir: string): void {
@@ -193,7 +251,7 @@ export class Executor {
     } catch (error) {
       return { success: false, error: `Invalid init entrypoint: ${(error as Error).message}` };
     }
-    const result = await this.spawn(entrypoint, bundle.dir, env, owner, "", timeoutMs);
+    const result = await this.spawn(bundle.name, entrypoint, bundle.dir, env, owner, "", timeoutMs);
     if (!result.ok) return result.outcome;
     let output = result.process.stdout.trim();
     if (output.length > INIT_OUTPUT_CHARS)
@@ -202,6 +260,7 @@ export class Executor {
   }
 
   private async spawn(
+    plugin: string,
     command: string,
     cwd: string,
     env: Record<string, string>,
@@ -210,17 +269,21 @@ export class Executor {
     timeoutMs: number,
   ): Promise<{ ok: true; process: ProcessResult } | { ok: false; outcome: RunOutcome }> {
     const { limits } = this.options;
-    const result = await runProcess({
-      command,
-      cwd,
-      env,
-      stdin,
-      timeoutMs,
-      uid: owner?.uid,
-      gid: owner?.gid,
-      stdoutLimitBytes: limits.stdoutLimitBytes,
-      stderrLimitBytes: limits.stderrLimitBytes,
-      killGraceMs: limits.killGraceMs,
+    const result = await this.track(plugin, async () => {
+      const result = await runProcess({
+        command,
+        cwd,
+        env,
+        stdin,
+        timeoutMs,
+        uid: owner?.uid,
+        gid: owner?.gid,
+        stdoutLimitBytes: limits.stdoutLimitBytes,
+        stderrLimitBytes: limits.stderrLimitBytes,
+        killGraceMs: limits.killGraceMs,
+      });
+      if (result.timedOut) this.oweSweep(plugin);
+      return result;
     });
     if (result.spawnError)
       return { ok: false, outcome: { success: false, error: `Failed to start: ${result.spawnError}` } };

@@ -90,20 +90,23 @@ export class Lifecycle {
         timeoutMs: this.options.gitTimeoutMs,
         env: { ...env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" },
       };
-      try {
-        await gitFetch(dir, git, owner);
-      } catch (error) {
-        throw badRequest(`Failed to fetch updates: ${errorMessage(error)}`);
-      }
-      const manifest = await gitShowFetched(dir, "manifest.json", git, owner);
-      try {
-        if (manifest === undefined) throw new Error("manifest.json is missing");
-        const parsed = parseManifest(Buffer.from(manifest), bundleManifestSchema);
-        if (parsed.name !== name) throw new Error(`the manifest now names the plugin "${parsed.name}"`);
-      } catch (error) {
-        throw badRequest(`Update refused, nothing was changed: ${errorMessage(error)}`);
-      }
-      await gitResetToFetched(dir, git, owner);
+      // Counted as a run of the plugin, so that the sweep after a timed-out run never kills git.
+      await this.options.executor.track(name, async () => {
+        try {
+          await gitFetch(dir, git, owner);
+        } catch (error) {
+          throw badRequest(`Failed to fetch updates: ${errorMessage(error)}`);
+        }
+        const manifest = await gitShowFetched(dir, "manifest.json", git, owner);
+        try {
+          if (manifest === undefined) throw new Error("manifest.json is missing");
+          const parsed = parseManifest(Buffer.from(manifest), bundleManifestSchema);
+          if (parsed.name !== name) throw new Error(`the manifest now names the plugin "${parsed.name}"`);
+        } catch (error) {
+          throw badRequest(`Update refused, nothing was changed: ${errorMessage(error)}`);
+        }
+        await gitResetToFetched(dir, git, owner);
+      });
       return this.setUp(name, "updated");
     });
   }

@@ -3,7 +3,8 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { closeServer, createServiceClient, listen, silentLogger } from "@stavrobot/common";
+import { chatRequestSchema, closeServer, createServiceClient, listen, silentLogger } from "@stavrobot/common";
+import type { ChatRequest } from "@stavrobot/common";
 import { Outbox } from "./outbox.js";
 
 /** An app whose `POST /chat` answers with the given statuses in turn (then 200). */
@@ -95,7 +96,53 @@ describe("Outbox", () => {
     expect(app.bodies[1]).toEqual({
       source: "plugin:p/t",
       message: "result\n(The app refused the output files as too large: big.bin.)",
+      idempotencyKey: (app.bodies[0] as ChatRequest).idempotencyKey,
     });
+    await until(() => readdirSync(dir).filter((name) => name.endsWith(".json")).length === 0);
+  });
+
+  it("sends one idempotency key per result: the same on every attempt, without files, and after a restart", async () => {
+    const app = await scriptedApp([503, 413, 503]);
+    cleanups.push(app.close);
+    const dir = mkdtempSync(join(tmpdir(), "outbox-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const outbox = makeOutbox(app.url, dir);
+    await outbox.start();
+    const files = [{ filename: "big.bin", data: "AAAA", mimeType: "application/octet-stream" }];
+    await outbox.enqueue({ source: "plugin:p/t", message: "first", files });
+    await outbox.enqueue({ source: "plugin:p/t", message: "second" });
+    // first: 503, 413 (then re-sent without files), 503, 200; second: 200.
+    await until(() => app.bodies.length === 5);
+    const bodies = app.bodies as ChatRequest[];
+    const keys = bodies.map((body) => body.idempotencyKey);
+    for (const body of bodies) expect(chatRequestSchema.safeParse(body).success).toBe(true);
+    expect(keys[0]).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
+    expect(keys.slice(0, 4)).toEqual([keys[0], keys[0], keys[0], keys[0]]);
+    expect(bodies[3]?.files).toBeUndefined();
+    expect(bodies[4]?.message).toBe("second");
+    expect(keys[4]).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
+    expect(keys[4]).not.toBe(keys[0]);
+
+    // A result still pending when the runner stops keeps its key in the next process.
+    const later = await scriptedApp([503]);
+    cleanups.push(later.close);
+    const stopping = new Outbox({
+      dir,
+      app: createServiceClient({ baseUrl: later.url, retries: 0 }),
+      logger: silentLogger,
+      baseDelayMs: 60_000,
+    });
+    await stopping.start();
+    await stopping.enqueue({ source: "plugin:p/t", message: "third" });
+    await until(() => later.bodies.length === 1);
+    await stopping.stop();
+    const restarted = makeOutbox(later.url, dir);
+    await restarted.start();
+    await until(() => later.bodies.length === 2);
+    const [before, after] = later.bodies as ChatRequest[];
+    expect(after?.message).toBe("third");
+    expect(after?.idempotencyKey).toBe(before?.idempotencyKey);
+    expect([keys[0], keys[4]]).not.toContain(after?.idempotencyKey);
     await until(() => readdirSync(dir).filter((name) => name.endsWith(".json")).length === 0);
   });
 

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { mkdir, readFile, readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { ServiceError, chatRequestSchema, errorMessage, formatZodError } from "@stavrobot/common";
@@ -21,11 +21,27 @@ export interface OutboxOptions {
 /** Answers that will never succeed however often they are retried. */
 const PERMANENT = new Set([400, 413, 422]);
 
+/** What `chatRequestSchema` accepts as an `idempotencyKey`. */
+const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{8,200}$/;
+
+/**
+ * The `idempotencyKey` sent with every delivery attempt of one outbox entry: derived from its file
+ * name, which never changes while the entry waits, so a retry, a retry without files and a re-send
+ * after a restart all carry the same key and the app can recognise a result it already received.
+ */
+export function idempotencyKeyFor(name: string): string {
+  const key = `plugin-runner:${name.replace(/\.json$/, "")}`;
+  if (IDEMPOTENCY_KEY.test(key)) return key;
+  return `plugin-runner:sha256-${createHash("sha256").update(name).digest("hex")}`;
+}
+
 /**
  * Durable delivery of async results to the app's `POST /chat`. Each message is written to disk
  * (temp file + rename) before the first attempt and deleted only after a 2xx; failures are retried
  * with exponential backoff, oldest first, and whatever is left is re-sent when the runner starts.
  * A message the app refuses outright (400/413/422) is moved to `failed/` instead of retried forever.
+ * Every attempt carries the entry's `idempotencyKey` (see `idempotencyKeyFor`): the app answers only
+ * after the agent's turn, so an attempt that timed out may still have been processed.
  */
 export class Outbox {
   private readonly baseDelayMs: number;
@@ -125,7 +141,7 @@ export class Outbox {
     }
     try {
       await this.options.app.request("POST", "/chat", {
-        body: message,
+        body: withIdempotencyKey(message, name),
         retries: 0,
         timeoutMs: this.options.deliveryTimeoutMs ?? 10 * 60_000,
       });
@@ -160,6 +176,13 @@ export class Outbox {
       this.sleepTimer = setTimeout(resolve, ms);
     });
   }
+}
+
+/** The stored message plus the entry's key (a key the sender chose itself is kept). */
+function withIdempotencyKey(message: unknown, name: string): unknown {
+  if (typeof message !== "object" || message === null || Array.isArray(message)) return message;
+  const own = (message as ChatRequest).idempotencyKey;
+  return { ...message, idempotencyKey: own ?? idempotencyKeyFor(name) };
 }
 
 function hasFiles(message: unknown): message is ChatRequest {

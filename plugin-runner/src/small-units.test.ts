@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { HttpError } from "@stavrobot/common";
 import { checkGitUrl } from "./git.js";
 import { fence, guessMimeType, toolResultMessage } from "./messages.js";
+import { idempotencyKeyFor } from "./outbox.js";
 import { truncateInstructions } from "./present.js";
 import { pluginUserName } from "./users.js";
 
@@ -84,5 +85,17 @@ describe("messages", () => {
     expect(truncateInstructions("   ")).toBeUndefined();
     const long = truncateInstructions("y".repeat(6000)) ?? "";
     expect(long.startsWith("y".repeat(5000) + "\n[Instructions truncated]")).toBe(true);
+  });
+});
+
+describe("idempotencyKeyFor", () => {
+  it("uses the outbox file name, or a hash of it when the name does not fit the contract", () => {
+    const name = "000001712345678901-0b7d9a3e-6f4c-4c1e-9d7a-2f1e8c3b5a60.json";
+    expect(idempotencyKeyFor(name)).toBe(`plugin-runner:${name.slice(0, -5)}`);
+    expect(idempotencyKeyFor(name)).toBe(idempotencyKeyFor(name));
+    for (const odd of ["a b.json", `${"x".repeat(300)}.json`]) {
+      expect(idempotencyKeyFor(odd)).toMatch(/^plugin-runner:sha256-[0-9a-f]{64}$/);
+    }
+    expect(idempotencyKeyFor("a b.json")).not.toBe(idempotencyKeyFor("a  b.json"));
   });
 });

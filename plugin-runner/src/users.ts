@@ -16,7 +16,7 @@ export interface Isolation {
   /** The plugin's user if it exists; `undefined` when isolation is off or there is none. */
   lookupUser(plugin: string): Promise<Owner | undefined>;
   removeUser(plugin: string): Promise<void>;
-  /** SIGKILLs every process running as the plugin's user (before removing it). */
+  /** SIGKILLs every process running as the plugin's user (before removing it, after a timed-out run). */
   killProcesses(plugin: string): Promise<void>;
 }
 
@@ -120,18 +120,31 @@ async function admin(command: string, args: string[], okCodes: number[], logger:
   }
 }
 
+/**
+ * SIGKILLs every live process of `uid`, pass after pass until one finds none, so that a process
+ * forking while it is being swept does not leave a child behind (bounded, in case of a fork bomb).
+ */
 async function killUserProcesses(uid: number): Promise<void> {
+  for (let pass = 0; pass < 10; pass++) {
+    if ((await killUserProcessesOnce(uid)) === 0) return;
+  }
+}
+
+async function killUserProcessesOnce(uid: number): Promise<number> {
+  let killed = 0;
   const entries = await readdir("/proc").catch(() => [] as string[]);
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     const status = await readFile(`/proc/${entry}/status`, "utf8").catch(() => "");
     const match = /^Uid:\s+(\d+)/m.exec(status);
-    if (match && Number(match[1]) === uid) {
-      try {
-        process.kill(Number(entry), "SIGKILL");
-      } catch {
-        // Already gone.
-      }
+    // Zombies are already dead; they only wait for their parent.
+    if (!match || Number(match[1]) !== uid || /^State:\s+Z/m.test(status)) continue;
+    try {
+      process.kill(Number(entry), "SIGKILL");
+      killed++;
+    } catch {
+      // Already gone.
     }
   }
+  return killed;
 }

@@ -13,7 +13,7 @@ import {
   waitFor,
   writePlugin,
 } from "./helpers.js";
-import { silentLogger } from "@stavrobot/common";
+import { chatRequestSchema, silentLogger } from "@stavrobot/common";
 import { createIsolation, pluginUserName } from "../src/users.js";
 
 const SLOW_REPORT = `#!/bin/sh
@@ -80,6 +80,56 @@ describe("async tools and the outbox", () => {
     expect(app.messages[1]?.message).toBe(
       `The run of tool "broken" (plugin "${name}") failed:\n\`\`\`\nasync failure\n\`\`\``,
     );
+  });
+
+  it("gives each result its own idempotency key and repeats it on every attempt", async () => {
+    const app = await startFakeApp(0, [503]);
+    cleanups.push(() => app.close());
+    const t = await startRunner({ appUrl: app.url });
+    cleanups.push(async () => {
+      await t.close();
+      rmSync(t.root, { recursive: true, force: true });
+    });
+    const name = asyncPlugin(t);
+
+    await t.request("POST", `/bundles/${name}/tools/report/run`, {});
+    await t.request("POST", `/bundles/${name}/tools/broken/run`, {});
+    await waitFor(() => app.messages.length === 3, 10_000, "three deliveries");
+    await waitFor(async () => (await t.runner.outbox.pending()).length === 0, 5_000, "outbox to empty");
+    expect(app.answered).toEqual([503, 200, 200]);
+    for (const message of app.messages) expect(chatRequestSchema.safeParse(message).success).toBe(true);
+    const [failed, retried, other] = app.messages;
+    expect(retried?.message).toBe(failed?.message);
+    expect(other?.message).not.toBe(failed?.message);
+    expect(failed?.idempotencyKey).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
+    expect(retried?.idempotencyKey).toBe(failed?.idempotencyKey);
+    expect(other?.idempotencyKey).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
+    expect(other?.idempotencyKey).not.toBe(failed?.idempotencyKey);
+  });
+
+  it("re-sends a result with its original idempotency key after the runner restarts", async () => {
+    const app = await startFakeApp(0, Array<number>(1_000).fill(503));
+    cleanups.push(() => app.close());
+    const root = makeTempRoot("plugin-runner-restart-key");
+    cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
+    const first = await startRunner({ root, appUrl: app.url });
+    const name = asyncPlugin(first);
+    await first.request("POST", `/bundles/${name}/tools/report/run`, {});
+    await waitFor(() => app.messages.length >= 1, 10_000, "a first, refused delivery");
+    await first.close();
+    const refused = app.messages.length;
+    const original = app.messages[0]?.idempotencyKey;
+    expect(original).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
+
+    app.statuses.length = 0;
+    const second = await startRunner({ root, appUrl: app.url });
+    cleanups.push(() => second.close());
+    await waitFor(() => app.answered.includes(200), 10_000, "re-delivery after restart");
+    expect(app.messages).toHaveLength(refused + 1);
+    expect(app.messages.map((message) => message.idempotencyKey)).toEqual(
+      Array<string | undefined>(refused + 1).fill(original),
+    );
+    await waitFor(async () => (await second.runner.outbox.pending()).length === 0, 5_000, "outbox to empty");
   });
 
   it("re-sends undelivered results after the runner restarts", async () => {

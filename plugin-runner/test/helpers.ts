@@ -151,15 +151,21 @@ export function writePlugin(
 export interface FakeApp {
   url: string;
   port: number;
+  /** Every `POST /chat` body received, including those answered with an error. */
   messages: ChatRequest[];
   authorizations: (string | undefined)[];
+  /** The status answered to each request, in order. */
+  answered: number[];
+  /** Statuses to answer with, in turn, before answering 200 again; tests may refill or empty it. */
+  statuses: number[];
   close(): Promise<void>;
 }
 
 /** A stand-in for the app's internal `POST /chat`. */
-export async function startFakeApp(port = 0): Promise<FakeApp> {
+export async function startFakeApp(port = 0, statuses: number[] = []): Promise<FakeApp> {
   const messages: ChatRequest[] = [];
   const authorizations: (string | undefined)[] = [];
+  const answered: number[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -167,7 +173,10 @@ export async function startFakeApp(port = 0): Promise<FakeApp> {
       if (req.method === "POST" && req.url === "/chat") {
         authorizations.push(req.headers.authorization);
         messages.push(JSON.parse(Buffer.concat(chunks).toString("utf8")) as ChatRequest);
-        res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ response: "ok" }));
+        const status = statuses.shift() ?? 200;
+        answered.push(status);
+        const body = status < 300 ? { response: "ok" } : { error: "Unavailable" };
+        res.writeHead(status, { "Content-Type": "application/json" }).end(JSON.stringify(body));
       } else {
         res.writeHead(404).end();
       }
@@ -179,6 +188,8 @@ export async function startFakeApp(port = 0): Promise<FakeApp> {
     port: bound,
     messages,
     authorizations,
+    answered,
+    statuses,
     close: () => closeServer(server),
   };
 }

@@ -28,6 +28,14 @@ export const chatRequestSchema = z
     files: z.array(inlineFileSchema).max(20).optional(),
     source: z.string().min(1).max(200).optional(),
     sender: z.string().min(1).max(200).optional(),
+    /**
+     * Set by services that retry deliveries (the plugin-runner's outbox): a second request with the
+     * same key is recognised and not processed again.
+     */
+    idempotencyKey: z
+      .string()
+      .regex(/^[A-Za-z0-9._:-]{8,200}$/, "8 to 200 letters, digits or . _ : -")
+      .optional(),
   })
   .refine(
     (body) =>
