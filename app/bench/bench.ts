@@ -4,12 +4,13 @@
  *   2. Input tokens sent per turn over a fixed 20-turn conversation, and the prompt-cache share.
  *   3. Idle resident memory of the app process (embedded PGlite, and a PostgreSQL server if
  *      BENCH_DATABASE_URL or TEST_DATABASE_URL names one the bench may create databases on).
- *   4. plugin-runner overhead and throughput (when the plugin-runner is present).
+ *   4. plugin-runner overhead and throughput, and what the agent's run_plugin_tool adds to a spawn.
  */
 import { readFileSync } from "node:fs";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { chat, configFor, createTestEnv, startTestApp } from "../test/helpers/app.js";
 import { startAppProcess } from "../test/helpers/process.js";
+import { benchRunPluginTool } from "./plugin-tool.js";
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
@@ -128,6 +129,7 @@ try {
     Object.assign(figures, await idleRss(fake, "PostgreSQL server"));
   }
   Object.assign(figures, await pluginRunnerFigures());
+  Object.assign(figures, await benchRunPluginTool());
 } finally {
   await fake.close();
 }

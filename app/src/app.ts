@@ -26,9 +26,10 @@ import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
 import { createExecuteSqlTool } from "./tools/execute-sql.js";
 import { createManageKnowledgeTool } from "./tools/manage-knowledge.js";
-import { createManagePluginsTool } from "./tools/manage-plugins.js";
+import { createManagePluginsTool, redactManagePluginsArguments } from "./tools/manage-plugins.js";
 import { createRunPluginTool } from "./tools/run-plugin-tool.js";
 import { describePluginsForPrompt } from "./plugins/plugin-list.js";
+import { BundleDetailCache } from "./plugins/detail-cache.js";
 import type { AnyAgentTool } from "./tools/result.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -111,11 +112,12 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       retries: 0,
       logger: logger.child("plugin-runner"),
     });
+    const details = new BundleDetailCache(pluginRunner);
     const tools: AnyAgentTool[] = [
       createExecuteSqlTool({ db }),
       createManageKnowledgeTool({ db }),
-      createManagePluginsTool({ pluginRunner }),
-      createRunPluginTool({ pluginRunner, filesDir }),
+      createManagePluginsTool({ pluginRunner, details }),
+      createRunPluginTool({ pluginRunner, filesDir, details }),
     ];
 
     const runner = new TurnRunner({
@@ -138,6 +140,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       budget,
       logger: logger.child("agent"),
       missingKeyMessage: notConfigured ?? "No API key for the configured provider.",
+      redactors: { manage_plugins: redactManagePluginsArguments },
     });
     const inbox = new InboxStore(db);
     const queue = new MessageQueue({
@@ -173,6 +176,9 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       internalSecret,
       logger: logger.child("http"),
     });
+    // Before listening: unfinished messages go first, ahead of anything new.
+    const resumed = await queue.recover();
+    if (resumed > 0) logger.info("resuming unfinished messages", { count: resumed });
     const external = createServer(listeners.external);
     const internal = createServer(listeners.internal);
     // Turns can take minutes; the client decides when to give up.
@@ -182,8 +188,6 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     cleanup.unshift(() => closeServer(external));
     const boundInternal = await listen(internal, internalPort, env.INTERNAL_HOST ?? host);
     cleanup.unshift(() => closeServer(internal));
-    const resumed = await queue.recover();
-    if (resumed > 0) logger.info("resuming unfinished messages", { count: resumed });
     logger.info("listening", {
       port: boundPort,
       internalPort: boundInternal,

@@ -29,9 +29,22 @@ export interface QueueDeps {
 
 export const STEERING_REPLY = "Message received, steering the current request.";
 export const ABORTED_REPLY = "Aborted.";
+export const DUPLICATE_REPLY = "This message was already received.";
 export const INTERRUPTED_REPLY =
   "Your message was interrupted (the assistant restarted) after some of its actions had already run. " +
   "It was not retried, to avoid repeating them; please check what was done and ask again if needed.";
+export const CRASHED_REPLY =
+  "The assistant stopped unexpectedly every time it worked on your message, so it gave up on it. " +
+  "Please try again, perhaps worded differently.";
+
+export interface Submitted {
+  id: number;
+  reply: Promise<string>;
+  /** The reply only acknowledges steering; the message's real outcome comes with the turn. */
+  steered: boolean;
+  /** The idempotency key was seen before: nothing new was saved. */
+  duplicate: boolean;
+}
 
 interface Item {
   entry: InboxEntry;
@@ -44,12 +57,22 @@ interface Item {
  */
 export class MessageQueue {
   private readonly items: Item[] = [];
+  /** Reply promises of entries queued or running, so an entry is never queued twice. */
+  private readonly waiting = new Map<number, Promise<string>>();
   private running = false;
   private idleWaiters: (() => void)[] = [];
-  private readonly sleep: (ms: number) => Promise<void>;
+  /** Set while the queue sleeps before retrying a turn, so /stop can cancel the retry. */
+  private retryWait: AbortController | undefined;
+  private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
 
   constructor(private readonly deps: QueueDeps) {
-    this.sleep = deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.sleep = (ms, signal) =>
+      deps.sleep
+        ? deps.sleep(ms)
+        : new Promise((resolve) => {
+            const timer = setTimeout(resolve, ms);
+            signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+          });
   }
 
   get busy(): boolean {
@@ -58,38 +81,67 @@ export class MessageQueue {
 
   /**
    * Saves the message, then either steers the running turn with it (the owner talking while the
-   * assistant works) or queues it. Resolves with the reply once the message is handled.
+   * assistant works) or queues it. `reply` resolves once the message is handled.
    */
   async submit(
     source: string | null,
     sender: string | null,
     payload: InboxPayload,
-  ): Promise<{ id: number; reply: Promise<string> }> {
-    const entry = await this.deps.inbox.add(source, sender, payload);
+    idempotencyKey?: string,
+  ): Promise<Submitted> {
+    const { entry, duplicate } = await this.deps.inbox.add(source, sender, payload, idempotencyKey);
+    if (duplicate)
+      return { id: entry.id, reply: Promise.resolve(DUPLICATE_REPLY), steered: false, duplicate };
     if (this.deps.runner.busy && isOwner(source) && payload.message?.trim()) {
-      const message = await this.deps.buildUserMessage(entry);
-      await this.deps.inbox.markSteered(entry.id);
-      // Settled after the turn: done if the turn took it in, queued otherwise (see settleSteered).
-      if (this.deps.runner.steer(entry.id, message))
-        return { id: entry.id, reply: Promise.resolve(STEERING_REPLY) };
+      try {
+        const message = await this.deps.buildUserMessage(entry);
+        await this.deps.inbox.markSteered(entry.id);
+        // Settled after the turn: done if the turn took it in, queued otherwise (settleSteered).
+        if (this.deps.runner.steer(entry.id, message)) {
+          return { id: entry.id, reply: Promise.resolve(STEERING_REPLY), steered: true, duplicate };
+        }
+        await this.deps.inbox.markPending(entry.id);
+      } catch (error) {
+        this.deps.logger.warn("could not steer; queueing instead", {
+          id: entry.id,
+          error: errorMessage(error),
+        });
+        await this.deps.inbox.markPending(entry.id).catch(() => {});
+      }
     }
-    return { id: entry.id, reply: this.enqueue(entry) };
+    return { id: entry.id, reply: this.enqueue(entry), steered: false, duplicate };
   }
 
-  /** `/stop`: aborts the running turn. */
+  /** `/stop`: aborts the running turn, or cancels a retry the queue is waiting to make. */
   stop(): string {
-    return this.deps.runner.abort() ? ABORTED_REPLY : "Nothing is running.";
+    if (this.deps.runner.abort()) return ABORTED_REPLY;
+    if (this.retryWait) {
+      this.retryWait.abort();
+      return ABORTED_REPLY;
+    }
+    return "Nothing is running.";
   }
 
-  /** Called once at start-up: resume or settle every message that was not finished. */
+  /** Called once at start-up, before new messages arrive: resume or settle what was unfinished. */
   async recover(): Promise<number> {
     let resumed = 0;
     for (const entry of await this.deps.inbox.unfinished()) {
       const saved = await this.deps.messagesForInbox(entry.id);
       if (entry.status === "steered") {
         if (await this.settleSteer(entry)) continue;
+        await this.deps.inbox.markPending(entry.id);
       } else if (saved.some((row) => row.message.role !== "user")) {
         await this.settleInterrupted(entry, saved);
+        continue;
+      } else if (entry.attempts > this.deps.maxRetries) {
+        // Each start that picked it up counted an attempt: it keeps taking the process down.
+        await this.deps.inbox.finish(
+          entry.id,
+          "failed",
+          CRASHED_REPLY,
+          `gave up after ${entry.attempts} attempts`,
+        );
+        await this.deps.notify(entry, CRASHED_REPLY);
         continue;
       }
       void this.enqueue(entry);
@@ -105,12 +157,16 @@ export class MessageQueue {
   }
 
   private enqueue(entry: InboxEntry): Promise<string> {
-    return new Promise((resolve) => {
+    const existing = this.waiting.get(entry.id);
+    if (existing) return existing;
+    const reply = new Promise<string>((resolve) => {
       // Acceptance order is inbox id order, even when two saves finish out of order.
       const at = this.items.findIndex((item) => item.entry.id > entry.id);
       this.items.splice(at === -1 ? this.items.length : at, 0, { entry, resolve });
-      void this.pump();
     });
+    this.waiting.set(entry.id, reply);
+    void this.pump();
+    return reply;
   }
 
   private async pump(): Promise<void> {
@@ -118,14 +174,19 @@ export class MessageQueue {
     this.running = true;
     try {
       for (let item = this.items.shift(); item; item = this.items.shift()) {
-        const reply = await this.process(item.entry).catch(async (error: unknown) => {
-          this.deps.logger.error("processing a message failed", { id: item?.entry.id, error });
+        const { entry } = item;
+        const reply = await this.process(entry).catch(async (error: unknown) => {
+          this.deps.logger.error("processing a message failed", { id: entry.id, error });
           const text = `Something went wrong: ${errorMessage(error)}`;
-          await this.deps.inbox.finish(item!.entry.id, "failed", text, errorMessage(error)).catch(() => {});
+          await this.deps.inbox.finish(entry.id, "failed", text, errorMessage(error)).catch(() => {});
           return text;
         });
+        this.waiting.delete(entry.id);
         item.resolve(reply);
-        await this.settleSteered();
+        // Nothing here may throw out of pump(): the next message must still run.
+        await this.settleSteered().catch((error: unknown) =>
+          this.deps.logger.error("settling steered messages failed", { error }),
+        );
         await this.deps
           .afterTurn()
           .catch((error: unknown) => this.deps.logger.error("after-turn work failed", { error }));
@@ -158,7 +219,14 @@ export class MessageQueue {
           attempt: attempt + 1,
           error: outcome.message,
         });
-        await this.sleep(this.deps.retryDelayMs);
+        const wait = new AbortController();
+        this.retryWait = wait;
+        await this.sleep(this.deps.retryDelayMs, wait.signal);
+        this.retryWait = undefined;
+        if (wait.signal.aborted) {
+          await this.deps.inbox.finish(entry.id, "done", ABORTED_REPLY);
+          return ABORTED_REPLY;
+        }
         continue;
       }
       const text = `Something went wrong: ${describeProviderError(outcome.message)}`;
@@ -187,20 +255,23 @@ export class MessageQueue {
     await this.deps.notify(entry, INTERRUPTED_REPLY);
   }
 
-  /** Steering messages the finished turn took in are done; any that came too late run next. */
+  /**
+   * After a turn: steering messages it took in are done (their acknowledgement was the reply);
+   * any that came too late become turns of their own, whose reply the owner sees later.
+   */
   private async settleSteered(): Promise<void> {
     for (const entry of await this.deps.inbox.unfinished()) {
-      if (entry.status === "steered" && !(await this.settleSteer(entry))) {
-        await this.deps.inbox.markProcessing(entry.id);
-        void this.enqueue(entry);
-      }
+      if (entry.status !== "steered" || this.waiting.has(entry.id)) continue;
+      if (await this.settleSteer(entry)) continue;
+      await this.deps.inbox.markPending(entry.id);
+      void this.enqueue(entry);
     }
   }
 
   private async settleSteer(entry: InboxEntry): Promise<boolean> {
     const saved = await this.deps.messagesForInbox(entry.id);
     if (!saved.some((row) => row.message.role === "user")) return false;
-    await this.deps.inbox.finish(entry.id, "done", STEERING_REPLY);
+    await this.deps.inbox.finish(entry.id, "done", STEERING_REPLY, undefined, true);
     return true;
   }
 }

@@ -1,3 +1,5 @@
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
 import { textTurn } from "@stavrobot/common/test-support";
@@ -93,7 +95,17 @@ describe("bad input to POST /chat", () => {
         attachments: [{ storedPath: "/etc/passwd", originalFilename: "p", mimeType: "text/plain", size: 1 }],
       }),
       400,
-      /./,
+      /Attachment p is not in the uploads directory/,
+    ],
+    [
+      "an attachment path that does not exist",
+      JSON.stringify({
+        attachments: [
+          { storedPath: "/nonexistent/x.png", originalFilename: "x.png", mimeType: "image/png", size: 1 },
+        ],
+      }),
+      400,
+      /Attachment not found: x.png/,
     ],
   ])("%s → clear %s and nothing saved", async (_label, raw, status, message) => {
     const before = { inbox: await count("inbox"), messages: await count("messages") };
@@ -119,11 +131,18 @@ describe("bad input to POST /chat", () => {
 
   it("refuses a decoded file over 10 MB with 413 and leaves no file behind", async () => {
     const before = await count("inbox");
+    const uploads = join(t.env.dir, "files", "uploads");
+    const filesBefore = readdirSync(uploads);
     const data = Buffer.alloc(11 * 1024 * 1024, 1).toString("base64");
     const response = await post(t.app.port, "/chat", {
-      files: [{ data, filename: "big.bin", mimeType: "application/octet-stream" }],
+      files: [
+        { data: Buffer.from("small").toString("base64"), filename: "ok.txt", mimeType: "text/plain" },
+        { data, filename: "big.bin", mimeType: "application/octet-stream" },
+      ],
     });
     expect(response.status).toBe(413);
+    expect(response.body.error).toBe("File big.bin is larger than 10 MB");
     expect(await count("inbox")).toBe(before);
+    expect(readdirSync(uploads)).toEqual(filesBefore);
   });
 });

@@ -73,6 +73,14 @@ beforeAll(async () => {
   writeFileSync(join(repo, "radar", "run.sh"), '#!/bin/sh\nsleep 0.3\necho "radar: rain at 17:00"\n', {
     mode: 0o755,
   });
+  mkdirSync(join(repo, "dump"), { recursive: true });
+  writeFileSync(
+    join(repo, "dump", "manifest.json"),
+    JSON.stringify({ name: "dump", description: "Prints a lot.", entrypoint: "run.sh", parameters: {} }),
+  );
+  writeFileSync(join(repo, "dump", "run.sh"), "#!/bin/sh\nhead -c 300000 /dev/zero | tr '\\0' x\n", {
+    mode: 0o755,
+  });
   git(repo, "init", "-q", "-b", "main");
   git(repo, "add", ".");
   git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "init");
@@ -167,5 +175,40 @@ describe("plugins end to end through /chat", () => {
       "SELECT source, status FROM inbox WHERE source LIKE 'plugin:%'",
     );
     expect(inbox.rows).toEqual([{ source: `plugin:${plugin}/radar`, status: "done" }]);
+  });
+
+  it("config values the model itself sets are stored redacted, so later turns never carry them", async () => {
+    fake.reset();
+    const secret = "sk-weather-TYPED-BY-MODEL-55555";
+    fake.enqueue(
+      toolTurn("manage_plugins", {
+        action: "configure",
+        name: plugin,
+        config: JSON.stringify({ api_key: secret }),
+      }),
+      textTurn("Configured."),
+      textTurn("Nothing to repeat."),
+    );
+    expect((await chat(app, "set the key")).body.response).toBe("Configured.");
+    expect(fake.requests[1]!.lastUserText).not.toContain(secret);
+    const config = await runner.request("GET", `/bundles/${plugin}/config`);
+    expect(config.body.values.api_key).toBe(secret);
+    await chat(app, "anything?");
+    expect(JSON.stringify(fake.requests[2]!.body)).not.toContain(secret);
+    expect(JSON.stringify(fake.requests[2]!.body)).toContain("[redacted]");
+    const stored = await app.db.query("SELECT 1 FROM messages WHERE content::text LIKE $1", [`%${secret}%`]);
+    expect(stored.rows).toHaveLength(0);
+  });
+
+  it("caps a huge plugin output before it reaches the model", async () => {
+    fake.reset();
+    fake.enqueue(
+      toolTurn("run_plugin_tool", { plugin, tool: "dump", parameters: "{}" }),
+      textTurn("Lots of x."),
+    );
+    expect((await chat(app, "dump it")).body.response).toBe("Lots of x.");
+    const result = fake.requests[1]!.lastUserText;
+    expect(result).toMatch(/\[TRUNCATED: the result was 300\d{3} bytes/);
+    expect(Buffer.byteLength(result)).toBeLessThan(60 * 1024);
   });
 });

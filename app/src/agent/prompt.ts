@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import type { ImageContent, TextContent, UserMessage } from "@mariozechner/pi-ai";
 import type { Attachment } from "@stavrobot/common";
 import type { Memory } from "../db/knowledge.js";
+import { RESULT_LIMIT_BYTES, capText } from "../tools/result.js";
 
 export interface PromptParts {
   basePrompt: string;
@@ -78,7 +79,10 @@ export async function buildUserMessage(incoming: IncomingMessage, timezone: stri
     `Source: ${incoming.source ?? "cli"}`,
     `Sender: ${incoming.sender ?? "owner"}`,
   ];
-  if (incoming.text !== undefined && incoming.text.length > 0) lines.push(`Text: ${incoming.text}`);
+  if (incoming.text !== undefined && incoming.text.length > 0) {
+    // A huge paste or plugin result must not crowd out the whole context window.
+    lines.push(`Text: ${capText(incoming.text, RESULT_LIMIT_BYTES, "The rest of this message was cut.")}`);
+  }
   const images: ImageContent[] = [];
   for (const file of incoming.attachments) {
     lines.push(

@@ -5,6 +5,7 @@ import type { Database } from "../db/database.js";
 import { loadConversation, saveMessage } from "../db/messages.js";
 import type { AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "./model.js";
+import { redactToolCalls, type ArgumentRedactor } from "./redact.js";
 import { truncateToBudget, type TokenBudget } from "./tokens.js";
 
 export interface TurnDeps {
@@ -19,6 +20,8 @@ export interface TurnDeps {
   logger: Logger;
   /** What to tell the sender when no provider key is configured. */
   missingKeyMessage: string;
+  /** Per tool name: how its call arguments are redacted before they are stored. */
+  redactors?: Record<string, ArgumentRedactor>;
 }
 
 export type TurnOutcome =
@@ -97,7 +100,7 @@ export class TurnRunner {
           if (steer) await saveMessage(deps.db, message, steer.inboxId);
         } else if (message.role === "assistant") {
           if (message.stopReason === "error" || message.stopReason === "aborted") return;
-          await saveMessage(deps.db, message, inboxId);
+          await saveMessage(deps.db, redactToolCalls(message, deps.redactors ?? {}), inboxId);
           progressSaved = true;
         } else if (message.role === "toolResult") {
           await saveMessage(deps.db, message, inboxId);

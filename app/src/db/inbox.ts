@@ -47,12 +47,34 @@ function toEntry(row: InboxRow): InboxEntry {
 export class InboxStore {
   constructor(private readonly db: Queryable) {}
 
-  async add(source: string | null, sender: string | null, payload: InboxPayload): Promise<InboxEntry> {
+  /**
+   * Saves a new message. With an idempotency key already seen, nothing is saved and the earlier
+   * entry is returned with `duplicate: true`.
+   */
+  async add(
+    source: string | null,
+    sender: string | null,
+    payload: InboxPayload,
+    idempotencyKey?: string,
+  ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
     const result = await this.db.query<InboxRow>(
-      `INSERT INTO inbox (source, sender, payload) VALUES ($1, $2, $3) RETURNING ${columns}`,
-      [source, sender, JSON.stringify(payload)],
+      `INSERT INTO inbox (source, sender, payload, idempotency_key) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+       RETURNING ${columns}`,
+      [source, sender, JSON.stringify(payload), idempotencyKey ?? null],
     );
-    return toEntry(result.rows[0] as InboxRow);
+    const row = result.rows[0];
+    if (row) return { entry: toEntry(row), duplicate: false };
+    const existing = await this.db.query<InboxRow>(
+      `SELECT ${columns} FROM inbox WHERE idempotency_key = $1`,
+      [idempotencyKey],
+    );
+    return { entry: toEntry(existing.rows[0] as InboxRow), duplicate: true };
+  }
+
+  /** Back to waiting for its own turn, and its reply not yet seen by anyone. */
+  async markPending(id: number): Promise<void> {
+    await this.db.query("UPDATE inbox SET status = 'pending', delivered = false WHERE id = $1", [id]);
   }
 
   async markProcessing(id: number): Promise<void> {
@@ -65,10 +87,17 @@ export class InboxStore {
     await this.db.query("UPDATE inbox SET status = 'steered' WHERE id = $1", [id]);
   }
 
-  async finish(id: number, status: "done" | "failed", response: string, error?: string): Promise<void> {
+  async finish(
+    id: number,
+    status: "done" | "failed",
+    response: string,
+    error?: string,
+    delivered = false,
+  ): Promise<void> {
     await this.db.query(
-      "UPDATE inbox SET status = $2, response = $3, error = $4, finished_at = now() WHERE id = $1",
-      [id, status, response, error ?? null],
+      `UPDATE inbox SET status = $2, response = $3, error = $4, finished_at = now(), delivered = delivered OR $5
+       WHERE id = $1`,
+      [id, status, response, error ?? null, delivered],
     );
   }
 

@@ -85,6 +85,15 @@ export const migrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: "inbox idempotency keys",
+    sql: `
+      -- Senders that retry deliveries (the plugin-runner outbox) send a key; a repeat is not run twice.
+      ALTER TABLE inbox ADD COLUMN idempotency_key TEXT;
+      CREATE UNIQUE INDEX inbox_idempotency_key ON inbox (idempotency_key) WHERE idempotency_key IS NOT NULL;
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

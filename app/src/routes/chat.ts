@@ -11,7 +11,7 @@ import {
   type Handler,
 } from "@stavrobot/common";
 import type { InboxStore } from "../db/inbox.js";
-import type { MessageQueue } from "../queue.js";
+import type { MessageQueue, Submitted } from "../queue.js";
 
 export const CHAT_BODY_LIMIT = 25 * 1024 * 1024;
 export const FILE_LIMIT = 10 * 1024 * 1024;
@@ -39,24 +39,31 @@ export function createChatHandler(deps: ChatDeps): Handler {
     const inline = decodeInlineFiles(body);
     const written = await storeFiles(inline, deps.uploadsDir);
     const source = body.source ?? null;
-    let submitted: Awaited<ReturnType<MessageQueue["submit"]>>;
+    let submitted: Submitted;
     try {
-      submitted = await deps.queue.submit(source, body.sender ?? null, {
-        message: body.message,
-        attachments: [...attachments, ...written],
-      });
+      submitted = await deps.queue.submit(
+        source,
+        body.sender ?? null,
+        { message: body.message, attachments: [...attachments, ...written] },
+        body.idempotencyKey,
+      );
     } catch (error) {
-      await Promise.all(written.map((file) => rm(file.storedPath, { force: true })));
+      await removeFiles(written);
       throw error;
     }
+    // A repeated delivery: the first one already brought these files.
+    if (submitted.duplicate) await removeFiles(written);
     const reply = await submitted.reply;
     const missed = await deps.inbox.undelivered(source, submitted.id);
-    res.once(
-      "finish",
-      () => void deps.inbox.markDelivered([submitted.id, ...missed.map((m) => m.id)]).catch(() => {}),
-    );
+    // A steering acknowledgement is not the message's reply: that one is settled after the turn.
+    const seen = [...(submitted.steered ? [] : [submitted.id]), ...missed.map((m) => m.id)];
+    res.once("finish", () => void deps.inbox.markDelivered(seen).catch(() => {}));
     return { json: { response: withMissedReplies(reply, missed) } };
   };
+}
+
+async function removeFiles(files: Attachment[]): Promise<void> {
+  await Promise.all(files.map((file) => rm(file.storedPath, { force: true })));
 }
 
 function isStop(body: ChatRequest): boolean {

@@ -2,9 +2,7 @@ import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
 import type { Database, StatementResult } from "../db/database.js";
-import { textResult } from "./result.js";
-
-export const SQL_RESULT_LIMIT_BYTES = 50 * 1024;
+import { RESULT_LIMIT_BYTES, capText, textResult } from "./result.js";
 
 const parameters = Type.Object({
   query: Type.String({ description: "One or more SQL statements, separated by semicolons." }),
@@ -19,7 +17,7 @@ export function createExecuteSqlTool(deps: {
   db: Database;
   limitBytes?: number;
 }): AgentTool<typeof parameters> {
-  const limit = deps.limitBytes ?? SQL_RESULT_LIMIT_BYTES;
+  const limit = deps.limitBytes ?? RESULT_LIMIT_BYTES;
   return {
     name: "execute_sql",
     label: "Execute SQL",
@@ -45,17 +43,10 @@ export function formatResults(results: StatementResult[], limitBytes: number): s
     if (result.rows.length === 0) return `(no rows; columns: ${result.columns.join(", ")})`;
     return encode({ rows: result.rows.map(plain) }, { indent: 2, delimiter: "," });
   });
-  const text = parts.join("\n\n") || "OK";
-  const bytes = Buffer.byteLength(text);
-  if (bytes <= limitBytes) return text;
-  const cut = Buffer.from(text)
-    .subarray(0, limitBytes)
-    .toString("utf8")
-    .replace(/\uFFFD$/, "");
-  const shownLines = cut.split("\n").length;
-  return (
-    `${cut}\n[TRUNCATED: the result was ${bytes} bytes; only the first ${limitBytes} bytes ` +
-    `(${shownLines} lines) are shown. Use LIMIT/OFFSET or fewer columns to see the rest.]`
+  return capText(
+    parts.join("\n\n") || "OK",
+    limitBytes,
+    "Use LIMIT/OFFSET or fewer columns to see the rest.",
   );
 }
 

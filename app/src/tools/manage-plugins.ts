@@ -10,6 +10,7 @@ import {
   messageResponseSchema,
 } from "@stavrobot/common";
 import type { InstallResponse, ServiceClient } from "@stavrobot/common";
+import type { BundleDetailCache } from "../plugins/detail-cache.js";
 import { callRunner, fence, frameInstructions } from "../plugins/runner-call.js";
 import { ToolError, textResult, unknownAction } from "./result.js";
 
@@ -46,7 +47,11 @@ Plugins may come with instructions for the user: relay those verbatim and never 
 
 const LONG_CALL_MS = 5 * 60_000;
 
-export function createManagePluginsTool(deps: { pluginRunner: ServiceClient }): AgentTool<typeof parameters> {
+export function createManagePluginsTool(deps: {
+  pluginRunner: ServiceClient;
+  /** Shared with run_plugin_tool: a plugin this tool changes is looked up afresh. */
+  details?: BundleDetailCache;
+}): AgentTool<typeof parameters> {
   const runner = deps.pluginRunner;
   return {
     name: "manage_plugins",
@@ -56,6 +61,9 @@ export function createManagePluginsTool(deps: { pluginRunner: ServiceClient }): 
       "run_plugin_tool). Use action 'help' for details.",
     parameters,
     async execute(_id, params, signal) {
+      if (params.action !== "list" && params.action !== "show" && params.action !== "help") {
+        deps.details?.forget(params.name?.trim() || undefined);
+      }
       switch (params.action) {
         case "help":
           return textResult(HELP);
@@ -170,4 +178,26 @@ function describeSetup(data: InstallResponse): string {
 
 function join(...parts: string[]): string {
   return parts.filter((part) => part.length > 0).join("\n\n");
+}
+
+export const REDACTED = "[redacted]";
+
+/**
+ * Config values the model passes to `configure` are often secrets: the stored conversation keeps
+ * the keys but not the values, so no later turn or summary ever carries them again.
+ */
+export function redactManagePluginsArguments(args: Record<string, unknown>): Record<string, unknown> {
+  if (args.action !== "configure" || args.config === undefined) return args;
+  let config = REDACTED;
+  if (typeof args.config === "string") {
+    try {
+      const parsed: unknown = JSON.parse(args.config);
+      if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
+        config = JSON.stringify(Object.fromEntries(Object.keys(parsed).map((key) => [key, REDACTED])));
+      }
+    } catch {
+      // Not JSON: redact it whole.
+    }
+  }
+  return { ...args, config };
 }

@@ -7,13 +7,13 @@ import { encode } from "@toon-format/toon";
 import {
   PLUGIN_NAME_PATTERN,
   ServiceError,
-  bundleDetailSchema,
   runToolFailureSchema,
   runToolResponseSchema,
 } from "@stavrobot/common";
 import type { RunToolSuccess, ServiceClient, ToolSummary, TransportedFile } from "@stavrobot/common";
-import { errorText, fence, toToolError } from "../plugins/runner-call.js";
-import { ToolError, textResult } from "./result.js";
+import { errorText, fence } from "../plugins/runner-call.js";
+import { BundleDetailCache } from "../plugins/detail-cache.js";
+import { RESULT_LIMIT_BYTES, ToolError, capText, textResult } from "./result.js";
 
 const parameters = Type.Object({
   plugin: Type.String({ description: "Plugin name." }),
@@ -33,8 +33,11 @@ const MAX_INPUT_FILE_BYTES = 25 * 1024 * 1024;
 export function createRunPluginTool(deps: {
   pluginRunner: ServiceClient;
   filesDir: string;
+  /** Shared with manage_plugins, which forgets a plugin whenever it changes it. */
+  details?: BundleDetailCache;
 }): AgentTool<typeof parameters> {
   const runner = deps.pluginRunner;
+  const details = deps.details ?? new BundleDetailCache(runner);
   return {
     name: "run_plugin_tool",
     label: "Run plugin tool",
@@ -45,7 +48,10 @@ export function createRunPluginTool(deps: {
     async execute(_id, params, signal) {
       const plugin = params.plugin.trim();
       if (!PLUGIN_NAME_PATTERN.test(plugin)) throw new ToolError(`Plugin '${plugin}' not found.`);
-      const detail = await fetchDetail(runner, plugin, signal);
+      let detail = await details.get(plugin, signal);
+      if (!detail.tools.some((candidate) => candidate.name === params.tool)) {
+        detail = await details.get(plugin, signal, true);
+      }
       const tool = detail.tools.find((candidate) => candidate.name === params.tool);
       if (!tool) {
         const available = detail.tools.map((candidate) => candidate.name).join(", ") || "(none)";
@@ -89,20 +95,6 @@ export function createRunPluginTool(deps: {
       return textResult(await describeSuccess(head, data, join(deps.filesDir, "plugin_output", plugin)));
     },
   };
-}
-
-async function fetchDetail(runner: ServiceClient, plugin: string, signal?: AbortSignal) {
-  try {
-    const { data } = await runner.request("GET", `/bundles/${plugin}`, {
-      schema: bundleDetailSchema,
-      signal,
-    });
-    return data;
-  } catch (error) {
-    if (error instanceof ServiceError && error.status === 404)
-      throw new ToolError(`Plugin '${plugin}' not found.`);
-    throw toToolError(error);
-  }
 }
 
 function parseParameters(text: string | undefined): Record<string, unknown> {
@@ -157,7 +149,8 @@ async function readInputFile(key: string, path: string, filesDir: string): Promi
 
 async function describeSuccess(head: string, data: RunToolSuccess, outputDir: string): Promise<string> {
   const output = typeof data.output === "string" ? data.output : encode(data.output ?? null);
-  const parts = [`${head} returned:\n${fence(output)}`];
+  const shown = capText(output, RESULT_LIMIT_BYTES, "Ask the plugin for less output, if it has a way to.");
+  const parts = [`${head} returned:\n${fence(shown)}`];
   if (data.files?.length) {
     const saved = await saveFiles(data.files, outputDir);
     parts.push(`Output files:\n${saved.map((file) => `- ${file.path} (${file.size} bytes)`).join("\n")}`);

@@ -1,0 +1,69 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createServiceClient } from "@stavrobot/common";
+import { createRunPluginTool } from "../src/tools/run-plugin-tool.js";
+// The real plugin-runner, started in this process through its own test helpers.
+import { SECRET, startRunner, uniqueName, writePlugin } from "../../plugin-runner/test/helpers.js";
+
+const RUNS = 200;
+const SCRIPT = "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n";
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
+}
+
+async function timeEach(count: number, run: () => Promise<unknown>): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const start = performance.now();
+    await run();
+    times.push(performance.now() - start);
+  }
+  return times;
+}
+
+function spawnDirect(entrypoint: string, cwd: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(entrypoint, [], {
+      cwd,
+      env: { PATH: "/usr/bin:/bin" },
+      stdio: ["pipe", "pipe", "ignore"],
+    });
+    child.stdout.resume();
+    child.on("error", reject);
+    child.on("close", (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
+    child.stdin.end("{}");
+  });
+}
+
+/**
+ * The issue's figure: what the agent's `run_plugin_tool` (bundle lookup + run over HTTP +
+ * formatting) adds to spawning the same entrypoint directly.
+ */
+export async function benchRunPluginTool(): Promise<Record<string, string>> {
+  const runner = await startRunner();
+  const filesDir = await mkdtemp(join(tmpdir(), "bench-files-"));
+  const plugin = uniqueName("bench");
+  const dir = writePlugin(runner.pluginsDir, plugin, [{ name: "noop", script: SCRIPT }]);
+  try {
+    const client = createServiceClient({ baseUrl: runner.url, bearer: SECRET, retries: 0 });
+    const tool = createRunPluginTool({ pluginRunner: client, filesDir });
+    const run = () => tool.execute("bench", { plugin, tool: "noop", parameters: "{}" });
+    for (let i = 0; i < 5; i++) await run();
+    const direct = median(
+      await timeEach(RUNS, () => spawnDirect(join(dir, "noop", "run.sh"), join(dir, "noop"))),
+    );
+    const viaTool = median(await timeEach(RUNS, run));
+    return {
+      "run_plugin_tool end to end (median of 200)": `${viaTool.toFixed(1)} ms`,
+      "run_plugin_tool overhead over a direct spawn (median)": `${(viaTool - direct).toFixed(1)} ms`,
+    };
+  } finally {
+    await runner.request("POST", "/remove", { name: plugin });
+    await runner.close();
+    await rm(filesDir, { recursive: true, force: true });
+  }
+}

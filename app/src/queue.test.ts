@@ -1,0 +1,224 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { UserMessage } from "@mariozechner/pi-ai";
+import { silentLogger } from "@stavrobot/common";
+import { createTestDatabase, type TestDatabase } from "../test/helpers/db.js";
+import { openDatabase, type Database } from "./db/database.js";
+import { InboxStore, type InboxEntry } from "./db/inbox.js";
+import { messagesForInbox, saveMessage } from "./db/messages.js";
+import { migrate } from "./db/migrations.js";
+import type { TurnOutcome } from "./agent/turn.js";
+import {
+  ABORTED_REPLY,
+  CRASHED_REPLY,
+  DUPLICATE_REPLY,
+  MessageQueue,
+  STEERING_REPLY,
+  type Runner,
+} from "./queue.js";
+
+const userMessage = (entry: InboxEntry): UserMessage => ({
+  role: "user",
+  content: [{ type: "text", text: `Text: ${entry.payload.message ?? ""}` }],
+  timestamp: entry.receivedAt.getTime() + entry.id,
+});
+
+/** Plays the part of the agent: records which inbox entries ran, in order. */
+class ScriptedRunner implements Runner {
+  busy = false;
+  runs: number[] = [];
+  outcomes: TurnOutcome[] = [];
+  /** When false, steer() refuses, as when the turn has just ended. */
+  steerAccepts = true;
+  /** When true, steering messages are "taken in" (saved) by the running turn. */
+  takeSteers = true;
+  gate: Promise<void> | undefined;
+  private steers: { id: number; message: UserMessage }[] = [];
+  private aborted = false;
+
+  constructor(private readonly db: Database) {}
+
+  async run(inboxId: number, message: UserMessage): Promise<TurnOutcome> {
+    this.busy = true;
+    this.aborted = false;
+    this.runs.push(inboxId);
+    try {
+      const saved = await messagesForInbox(this.db, inboxId);
+      if (!saved.length) await saveMessage(this.db, message, inboxId);
+      await this.gate;
+      if (this.takeSteers)
+        for (const steer of this.steers) await saveMessage(this.db, steer.message, steer.id);
+      this.steers = [];
+      if (this.aborted) return { kind: "aborted" };
+      return this.outcomes.shift() ?? { kind: "reply", text: `reply to ${inboxId}` };
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  steer(inboxId: number, message: UserMessage): boolean {
+    if (!this.busy || !this.steerAccepts) return false;
+    this.steers.push({ id: inboxId, message });
+    return true;
+  }
+
+  abort(): boolean {
+    if (!this.busy) return false;
+    this.aborted = true;
+    return true;
+  }
+}
+
+let database: TestDatabase;
+let dir: string;
+let db: Database;
+let inbox: InboxStore;
+let runner: ScriptedRunner;
+
+function makeQueue(overrides: { maxRetries?: number; retryDelayMs?: number } = {}): MessageQueue {
+  return new MessageQueue({
+    inbox,
+    runner,
+    buildUserMessage: async (entry) => userMessage(entry),
+    messagesForInbox: (id) => messagesForInbox(db, id),
+    afterTurn: async () => {},
+    notify: async () => {},
+    maxRetries: overrides.maxRetries ?? 2,
+    retryDelayMs: overrides.retryDelayMs ?? 0,
+    logger: silentLogger,
+  });
+}
+
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open = () => {};
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  dir = mkdtempSync(join(tmpdir(), "queue-test-"));
+  db = await openDatabase({ env: database.env, dataDir: join(dir, "pglite"), logger: silentLogger });
+  await migrate(db);
+  inbox = new InboxStore(db);
+}, 120_000);
+
+beforeEach(async () => {
+  await db.query("TRUNCATE inbox, messages RESTART IDENTITY CASCADE");
+  runner = new ScriptedRunner(db);
+});
+
+afterAll(async () => {
+  await db?.close();
+  await database?.drop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const status = async (id: number) =>
+  (
+    await db.query<{ status: string; delivered: boolean }>(
+      "SELECT status, delivered FROM inbox WHERE id = $1",
+      [id],
+    )
+  ).rows[0];
+
+describe("MessageQueue", () => {
+  it("after a crash, runs a processing and a steered-but-not-taken-in message once each", async () => {
+    const first = (await inbox.add(null, null, { message: "one", attachments: [] })).entry;
+    await inbox.markProcessing(first.id);
+    const second = (await inbox.add(null, null, { message: "two", attachments: [] })).entry;
+    await inbox.markSteered(second.id);
+    const queue = makeQueue();
+    expect(await queue.recover()).toBe(2);
+    await queue.idle();
+    expect(runner.runs).toEqual([first.id, second.id]);
+    expect((await status(second.id))?.status).toBe("done");
+  });
+
+  it("queues (once) an owner's message whose steering came too late", async () => {
+    const queue = makeQueue();
+    const held = gate();
+    runner.gate = held.promise;
+    const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    runner.steerAccepts = false; // the turn is ending
+    const second = await queue.submit(null, null, { message: "two", attachments: [] });
+    expect(second.steered).toBe(false);
+    held.open();
+    expect(await first.reply).toBe(`reply to ${first.id}`);
+    expect(await second.reply).toBe(`reply to ${second.id}`);
+    await queue.idle();
+    expect(runner.runs).toEqual([first.id, second.id]);
+  });
+
+  it("a steer the turn took in is done and acknowledged; one it missed runs later and its reply is kept for the owner", async () => {
+    const queue = makeQueue();
+    const held = gate();
+    runner.gate = held.promise;
+    const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    const taken = await queue.submit(null, null, { message: "also this", attachments: [] });
+    expect(taken).toMatchObject({ steered: true });
+    expect(await taken.reply).toBe(STEERING_REPLY);
+    held.open();
+    await first.reply;
+    await queue.idle();
+    expect(runner.runs).toEqual([first.id]);
+    expect(await status(taken.id)).toEqual({ status: "done", delivered: true });
+
+    runner.takeSteers = false;
+    const second = gate();
+    runner.gate = second.promise;
+    const third = await queue.submit(null, null, { message: "three", attachments: [] });
+    const missed = await queue.submit(null, null, { message: "missed steer", attachments: [] });
+    expect(missed.steered).toBe(true);
+    second.open();
+    await third.reply;
+    await queue.idle();
+    expect(runner.runs).toEqual([first.id, third.id, missed.id]);
+    // Its real reply was never seen: it is offered with the owner's next reply.
+    const undelivered = await inbox.undelivered(null, missed.id + 1);
+    expect(undelivered.map((row) => row.response)).toContain(`reply to ${missed.id}`);
+  });
+
+  it("/stop cancels a retry the queue is waiting to make", async () => {
+    const queue = makeQueue({ retryDelayMs: 60_000 });
+    runner.outcomes = [{ kind: "error", message: "503 overloaded", retryable: true, progressSaved: false }];
+    const submitted = await queue.submit("cron", null, { message: "retry me", attachments: [] });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(queue.stop()).toBe(ABORTED_REPLY);
+    expect(await submitted.reply).toBe(ABORTED_REPLY);
+    expect(runner.runs).toHaveLength(1);
+  });
+
+  it("gives up on a message that took the process down on every attempt", async () => {
+    const entry = (await inbox.add(null, null, { message: "poison", attachments: [] })).entry;
+    for (let i = 0; i < 3; i++) await inbox.markProcessing(entry.id); // three starts, three crashes
+    const queue = makeQueue({ maxRetries: 2 });
+    expect(await queue.recover()).toBe(0);
+    expect(runner.runs).toEqual([]);
+    const row = await db.query<{ status: string; response: string }>("SELECT status, response FROM inbox");
+    expect(row.rows[0]).toEqual({ status: "failed", response: CRASHED_REPLY });
+  });
+
+  it("recognises a repeated delivery by its idempotency key and runs it once", async () => {
+    const queue = makeQueue();
+    const first = await queue.submit(
+      "plugin:x/y",
+      null,
+      { message: "result", attachments: [] },
+      "outbox-key-123",
+    );
+    expect(await first.reply).toBe(`reply to ${first.id}`);
+    const again = await queue.submit(
+      "plugin:x/y",
+      null,
+      { message: "result", attachments: [] },
+      "outbox-key-123",
+    );
+    expect(again).toMatchObject({ id: first.id, duplicate: true });
+    expect(await again.reply).toBe(DUPLICATE_REPLY);
+    expect(runner.runs).toEqual([first.id]);
+    expect((await db.query("SELECT 1 FROM inbox")).rows).toHaveLength(1);
+  });
+});
