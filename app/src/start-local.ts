@@ -30,6 +30,8 @@ const runner = startSibling(
       PLUGINS_DIR: join(paths.dataDir, "plugins"),
       PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
       PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
+      // Per installation: the runner empties this at start-up, so two instances must not share it.
+      PLUGIN_RUNS_DIR: join(paths.dataDir, "plugin-runner", "runs"),
       APP_INTERNAL_URL: `http://127.0.0.1:${internalPort}`,
       STAVROBOT_INTERNAL_SECRET_FILE: paths.secretFile,
       ...(env.STAVROBOT_INTERNAL_SECRET ? { STAVROBOT_INTERNAL_SECRET: env.STAVROBOT_INTERNAL_SECRET } : {}),

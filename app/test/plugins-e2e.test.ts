@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
@@ -35,9 +35,10 @@ let testEnv: TestEnv;
 let app: RunningApp;
 let runner: TestRunner;
 let daemon: GitDaemon;
+let repos: string;
 
 beforeAll(async () => {
-  const repos = makeTempRoot("e2e-repos");
+  repos = makeTempRoot("e2e-repos");
   const repo = join(repos, "weather-plugin");
   mkdirSync(join(repo, "forecast"), { recursive: true });
   writeFileSync(
@@ -109,6 +110,8 @@ afterAll(async () => {
   await daemon?.stop();
   await fake?.close();
   await testEnv?.cleanup();
+  if (repos) rmSync(repos, { recursive: true, force: true });
+  if (runner) rmSync(runner.root, { recursive: true, force: true });
 });
 
 describe("plugins end to end through /chat", () => {
