@@ -150,7 +150,11 @@ async function warnIfUnreachable(dir: string, logger: Logger): Promise<void> {
   for (let current = dirname(dir); ; current = dirname(current)) {
     const info = await stat(current).catch(() => undefined);
     if (info && (info.mode & 0o001) === 0) {
-      logger.warn("plugin users cannot reach a runner directory", { dir, blockedBy: current });
+      logger.error(
+        `plugin users cannot reach ${dir}: ${current} is not searchable by other users, so plugin tools ` +
+          `will fail to start. Put the data directory somewhere others can traverse (set DATA_DIR, or ` +
+          `PLUGINS_DIR / PLUGIN_CACHE_DIR / PLUGIN_RUNS_DIR), or run: chmod o+x ${current}`,
+      );
       return;
     }
     if (dirname(current) === current) return;
