@@ -1,43 +1,14 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServiceClient } from "@stavrobot/common";
 import { createRunPluginTool } from "../src/tools/run-plugin-tool.js";
-// The real plugin-runner, started in this process through its own test helpers.
+// The real plugin-runner, started in this process through its own test helpers, and its bench's timers.
 import { SECRET, startRunner, uniqueName, writePlugin } from "../../plugin-runner/test/helpers.js";
+import { median, spawnDirect, timeEach } from "../../plugin-runner/bench/bench.js";
 
 const RUNS = 200;
 const SCRIPT = "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n";
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
-}
-
-async function timeEach(count: number, run: () => Promise<unknown>): Promise<number[]> {
-  const times: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const start = performance.now();
-    await run();
-    times.push(performance.now() - start);
-  }
-  return times;
-}
-
-function spawnDirect(entrypoint: string, cwd: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(entrypoint, [], {
-      cwd,
-      env: { PATH: "/usr/bin:/bin" },
-      stdio: ["pipe", "pipe", "ignore"],
-    });
-    child.stdout.resume();
-    child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
-    child.stdin.end("{}");
-  });
-}
 
 /**
  * The issue's figure: what the agent's `run_plugin_tool` (bundle lookup + run over HTTP +

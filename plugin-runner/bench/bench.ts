@@ -79,7 +79,7 @@ export async function benchPluginRunner(): Promise<Record<string, string>> {
   }
 }
 
-async function timeEach(count: number, work: () => Promise<void>): Promise<number[]> {
+export async function timeEach(count: number, work: () => Promise<unknown>): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < count; i++) {
     const started = performance.now();
@@ -89,7 +89,7 @@ async function timeEach(count: number, work: () => Promise<void>): Promise<numbe
   return times;
 }
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1
@@ -98,7 +98,7 @@ function median(values: number[]): number {
 }
 
 /** The same entrypoint, spawned the plain way: params on stdin, wait for it to finish. */
-function spawnDirect(entrypoint: string, cwd: string): Promise<void> {
+export function spawnDirect(entrypoint: string, cwd: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(entrypoint, [], {
       cwd,
