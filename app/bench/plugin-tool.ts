@@ -36,5 +36,6 @@ export async function benchRunPluginTool(): Promise<Record<string, string>> {
     await runner.request("POST", "/remove", { name: plugin });
     await runner.close();
     await rm(filesDir, { recursive: true, force: true });
+    await rm(runner.root, { recursive: true, force: true });
   }
 }

@@ -141,7 +141,9 @@ export class Executor {
     try {
       const inputDir = join(runDir, "input");
       const outputDir = join(runDir, "output");
-      await mkdir(inputDir, { mode: 0o700 });
+      // The input dir only when there are files to put in it: every filesystem call costs a run time.
+      const hasInput = params.files.length > 0;
+      if (hasInput) await mkdir(inputDir, { mode: 0o700 });
       await mkdir(outputDir, { mode: 0o700 });
       const stdin: Record<string, unknown> = { ...params.values };
       const used = new Set<string>();
@@ -155,7 +157,7 @@ export class Executor {
         stdin[file.param] = path;
       }
       if (owner) {
-        await lchown(inputDir, owner.uid, owner.gid);
+        if (hasInput) await lchown(inputDir, owner.uid, owner.gid);
         await lchown(outputDir, owner.uid, owner.gid);
       }
       stdin[OUTPUT_DIR_KEY] = outputDir;

@@ -15,6 +15,12 @@ import { buildServer } from "./server.js";
 
 async function main(): Promise<void> {
   const logger = createLogger("plugin-runner");
+  // Until the server is up there is nothing to close: a signal (or the launcher dying while this
+  // still waits for the internal secret) just ends the process.
+  let shutdown = async (_signal: string): Promise<void> => process.exit(0);
+  process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  process.once("SIGINT", () => void shutdown("SIGINT"));
+  exitWithParent(() => void shutdown("parent exited"));
   const config = loadConfig(process.env);
   const secret = await waitForSecret(config.secretFile, logger);
   const runner = createRunner({
@@ -32,15 +38,12 @@ async function main(): Promise<void> {
   const port = await listen(server, config.port, config.host);
   logger.info("plugin-runner listening", { host: config.host, port, plugins: config.pluginsDir });
 
-  const shutdown = async (signal: string): Promise<void> => {
+  shutdown = async (signal: string): Promise<void> => {
     logger.info("shutting down", { signal });
     await closeServer(server);
     await runner.stop();
     process.exit(0);
   };
-  process.once("SIGTERM", () => void shutdown("SIGTERM"));
-  process.once("SIGINT", () => void shutdown("SIGINT"));
-  exitWithParent(() => void shutdown("parent exited"));
 }
 
 /**
