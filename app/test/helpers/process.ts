@@ -72,7 +72,19 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
     exited,
     async stop(signal = "SIGTERM") {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      return exited;
+      const code = await exited;
+      // After a kill -9 the plugin-runner child notices and shuts down on its own: wait for it,
+      // so that nothing is still writing to the data directory when a test removes it.
+      await waitFor(
+        () =>
+          fetch(`http://127.0.0.1:${runnerPort}/health`).then(
+            () => false,
+            () => true,
+          ),
+        10_000,
+        "the plugin-runner to stop",
+      );
+      return code;
     },
   };
 }
