@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
 import { createTestDatabase, type TestDatabase } from "./helpers/db.js";
 import { post } from "./helpers/app.js";
-import { repoRoot, startAppProcess, type AppProcess } from "./helpers/process.js";
+import { repoRoot, startAppProcess, waitFor, type AppProcess } from "./helpers/process.js";
 
 let dir: string;
 let database: TestDatabase | undefined;
@@ -70,4 +70,22 @@ describe("npm start", () => {
     expect(code).toBe(78);
     expect(output).toContain('key "contextTokensK"');
   }, 30_000);
+
+  it("leaves no plugin-runner behind when it is killed with kill -9", async () => {
+    database = await createTestDatabase();
+    running = await startAppProcess({ ...baseEnv(), ...database.env });
+    const runnerUrl = `http://127.0.0.1:${running.runnerPort}/health`;
+    expect((await fetch(runnerUrl)).status).toBe(200);
+    running.child.kill("SIGKILL"); // only the launcher, as a crash would
+    await running.exited;
+    await waitFor(
+      () =>
+        fetch(runnerUrl).then(
+          () => false,
+          () => true,
+        ),
+      10_000,
+      "the runner to exit",
+    );
+  }, 90_000);
 });

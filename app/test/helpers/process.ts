@@ -42,6 +42,8 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
         PLUGIN_RUNNER_PORT: String(runnerPort),
       },
       stdio: ["ignore", "pipe", "pipe"],
+      // Its own process group: stop() reaches the plugin-runner child too and waits for both.
+      detached: true,
     },
   );
   let log = "";
@@ -58,7 +60,7 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
       // Not listening yet.
     }
     if (Date.now() > deadline) {
-      child.kill("SIGKILL");
+      process.kill(-(child.pid as number), "SIGKILL");
       throw new Error(`app did not start in time:\n${log}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -71,18 +73,25 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
     output: () => log,
     exited,
     async stop(signal = "SIGTERM") {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const group = -(child.pid as number);
+      try {
+        process.kill(group, signal);
+      } catch {
+        // Already gone.
+      }
       const code = await exited;
-      // After a kill -9 the plugin-runner child notices and shuts down on its own: wait for it,
-      // so that nothing is still writing to the data directory when a test removes it.
+      // Nothing of this app may still be writing to its data directory when a test removes it.
       await waitFor(
-        () =>
-          fetch(`http://127.0.0.1:${runnerPort}/health`).then(
-            () => false,
-            () => true,
-          ),
+        () => {
+          try {
+            process.kill(group, 0);
+            return false;
+          } catch {
+            return true;
+          }
+        },
         10_000,
-        "the plugin-runner to stop",
+        "the app's processes to exit",
       );
       return code;
     },
