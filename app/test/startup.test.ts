@@ -75,7 +75,16 @@ describe("npm start", () => {
     database = await createTestDatabase();
     running = await startAppProcess({ ...baseEnv(), ...database.env });
     const runnerUrl = `http://127.0.0.1:${running.runnerPort}/health`;
-    expect((await fetch(runnerUrl)).status).toBe(200);
+    // The app can be up before its runner child is listening.
+    await waitFor(
+      () =>
+        fetch(runnerUrl).then(
+          (r) => r.ok,
+          () => false,
+        ),
+      30_000,
+      "the runner to start",
+    );
     running.child.kill("SIGKILL"); // only the launcher, as a crash would
     await running.exited;
     await waitFor(
