@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { checkBasicPassword } from "@stavrobot/common";
+import { freePort } from "@stavrobot/common/test-support";
 
 const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const CLIENT = "app/src/cli/client.ts";
@@ -114,14 +115,6 @@ async function runToEnd(args: string[], env: Record<string, string | undefined>,
   return { code, stdout: run.stdout(), stderr: run.stderr() };
 }
 
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 describe("CLI client (app/src/cli/client.ts) as a subprocess", () => {
   let server: Server;
   let url: string;
@@ -223,7 +216,7 @@ describe("CLI client (app/src/cli/client.ts) as a subprocess", () => {
   });
 
   it("an unreachable URL exits 3 with 'Cannot reach'", async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const target = `http://127.0.0.1:${port}`;
     const r = await runToEnd(["-m", "hi"], { ...env(), STAVROBOT_URL: target });
     expect(r.code).toBe(3);

@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { ServiceError } from "./errors.js";
 import { createServiceClient } from "./service-client.js";
+import { freePort } from "./test-support/net.js";
 
 interface Seen {
   method: string;
@@ -30,15 +31,6 @@ async function catchError(promise: Promise<unknown>): Promise<ServiceError> {
     return error as ServiceError;
   }
   throw new Error("expected the request to fail");
-}
-
-/** A port that was just bound and released: connecting to it is refused. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 describe("createServiceClient", () => {
@@ -204,7 +196,7 @@ describe("createServiceClient", () => {
   });
 
   it("an unreachable service is a ServiceError 'unreachable' after retries+1 attempts", async () => {
-    const port = await closedPort();
+    const port = await freePort();
     let sleeps = 0;
     const client = createServiceClient({
       baseUrl: `http://127.0.0.1:${port}`,

@@ -1,7 +1,7 @@
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { ConfigError } from "@stavrobot/common";
+import { ConfigError, formatZodError } from "@stavrobot/common";
 
 /** The PATH tools see: system directories only, never the runner's own (which may point into /root). */
 export const DEFAULT_TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -47,8 +47,7 @@ export interface ToolEnvConfig {
 export function loadConfig(env: NodeJS.ProcessEnv): Readonly<RunnerConfig> {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`);
-    throw new ConfigError(`Invalid plugin-runner environment: ${problems.join("; ")}`);
+    throw new ConfigError(`Invalid plugin-runner environment: ${formatZodError(parsed.error)}`);
   }
   const e = parsed.data;
   return Object.freeze({

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { closeServer, listen, silentLogger } from "@stavrobot/common";
 import type { ChatRequest, Logger } from "@stavrobot/common";
+import { freePort, waitFor } from "@stavrobot/common/test-support";
 import type { Limits } from "../src/executor.js";
 import type { Runner } from "../src/runtime.js";
 import { createRunner } from "../src/runtime.js";
@@ -194,26 +195,7 @@ export async function startFakeApp(port = 0, statuses: number[] = []): Promise<F
   };
 }
 
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  const port = await listen(server, 0);
-  await closeServer(server);
-  return port;
-}
-
-export async function waitFor<T>(
-  check: () => T | Promise<T>,
-  timeoutMs = 10_000,
-  what = "condition",
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+export { freePort, waitFor };
 
 /** True when the Unix user exists. */
 export function userExists(name: string): boolean {

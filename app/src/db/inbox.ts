@@ -132,13 +132,4 @@ export class InboxStore {
       response: row.response,
     }));
   }
-
-  async get(id: number): Promise<(InboxEntry & { response: string | null; delivered: boolean }) | undefined> {
-    const result = await this.db.query<InboxRow & { response: string | null; delivered: boolean }>(
-      `SELECT ${columns}, response, delivered FROM inbox WHERE id = $1`,
-      [id],
-    );
-    const row = result.rows[0];
-    return row ? { ...toEntry(row), response: row.response, delivered: row.delivered } : undefined;
-  }
 }

@@ -120,10 +120,3 @@ export async function migrate(db: Database): Promise<number> {
   }
   return applied;
 }
-
-export async function schemaVersion(db: Database): Promise<number> {
-  const result = await db.query<{ version: number | null }>(
-    "SELECT max(version) AS version FROM schema_version",
-  );
-  return result.rows[0]?.version ?? 0;
-}

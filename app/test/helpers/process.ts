@@ -1,19 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import { freePort, waitFor } from "@stavrobot/common/test-support";
 
 export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
+export { freePort, waitFor };
 
 export interface AppProcess {
   child: ChildProcess;
@@ -96,16 +87,4 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
       return code;
     },
   };
-}
-
-export async function waitFor(
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 30_000,
-  what = "condition",
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }

@@ -52,5 +52,3 @@ export type InlineFile = z.infer<typeof inlineFileSchema>;
 
 export const chatResponseSchema = z.object({ response: z.string() });
 export type ChatResponse = z.infer<typeof chatResponseSchema>;
-
-export const errorResponseSchema = z.object({ error: z.string() }).passthrough();

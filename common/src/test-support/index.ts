@@ -1,3 +1,4 @@
 export * from "./fake-llm.js";
 export * from "./fake-anthropic.js";
 export * from "./fake-openai.js";
+export * from "./net.js";
