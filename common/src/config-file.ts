@@ -95,15 +95,3 @@ export function isMainModule(moduleUrl: string, argv1: string | undefined = proc
     return false;
   }
 }
-
-/**
- * For services started by the local launcher (`npm start`): when STAVROBOT_EXIT_WITH_PARENT is
- * set, stdin is a pipe from the launcher, and its end means the launcher died (even by kill -9),
- * so the service shuts down instead of living on as an orphan.
- */
-export function exitWithParent(shutdown: () => void, env: NodeJS.ProcessEnv = process.env): void {
-  if (!env.STAVROBOT_EXIT_WITH_PARENT) return;
-  process.stdin.on("end", shutdown);
-  process.stdin.on("error", shutdown);
-  process.stdin.resume();
-}

@@ -1,6 +1,44 @@
 /**
- * The one error type that carries an HTTP status. Route handlers and domain code throw it; the
- * HTTP layer turns it into `{"error": message}` in exactly one place (see http/respond.ts).
+ * What went wrong, in the domain's own words. Domain code (plugin lifecycle, a python run, the
+ * coder's queue, a Signal send) throws these and names no HTTP status; the HTTP layer maps each
+ * kind to one status in exactly one place (`DOMAIN_ERROR_STATUS` in http/serve.ts).
+ */
+export type DomainErrorKind =
+  /** The request asks for something that cannot be: a bad value, a refused URL, a plugin that may not change. */
+  | "invalid"
+  /** The owner does not allow it (a disabled plugin, a tool not permitted). */
+  | "forbidden"
+  | "not-found"
+  /** It already exists, or was already done. */
+  | "conflict"
+  /** Over a size limit. */
+  | "too-large"
+  /** Understood and allowed, but the thing it ran failed (a plugin's init script): not this service's fault. */
+  | "failed"
+  /** The outside service refuses for now; `details.retryAfterSeconds` says how long to wait. */
+  | "rate-limited"
+  /** A program or service this one relies on failed (signal-cli). */
+  | "upstream"
+  /** Not possible right now (stopping, a dependency not running); the same request may work later. */
+  | "unavailable";
+
+export class DomainError extends Error {
+  readonly kind: DomainErrorKind;
+  /** Extra facts for the caller, merged into the error body next to the message (never internal details). */
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(kind: DomainErrorKind, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.name = "DomainError";
+    this.kind = kind;
+    this.details = details;
+  }
+}
+
+/**
+ * An error that is purely HTTP's: bad JSON, a missing content type, authentication, an unknown
+ * route. Route handlers throw it; domain code throws a DomainError instead. The request listener
+ * (http/serve.ts) turns both into `{"error": message, ...details}`.
  */
 export class HttpError extends Error {
   readonly status: number;
@@ -25,7 +63,6 @@ export class HttpError extends Error {
 export const badRequest = (message: string, details?: Record<string, unknown>): HttpError =>
   new HttpError(400, message, details);
 export const notFound = (message = "Not found"): HttpError => new HttpError(404, message);
-export const conflict = (message: string): HttpError => new HttpError(409, message);
 
 /** Raised when a service's configuration file is missing or wrong. The message names the key. */
 export class ConfigError extends Error {
@@ -46,6 +83,13 @@ export class ServiceError extends Error {
     this.status = status;
     this.body = body;
   }
+}
+
+/** The `error` text of a JSON error body (`{"error": "…"}`, as every service answers), if it has one. */
+export function errorBodyText(body: unknown): string | undefined {
+  if (body && typeof body === "object" && "error" in body && typeof body.error === "string")
+    return body.error;
+  return undefined;
 }
 
 export function errorMessage(error: unknown): string {

@@ -1,4 +1,4 @@
-import { describe, it, expect, beforeAll, afterAll, beforeEach } from "vitest";
+import { describe, it, expect, beforeAll, afterAll, beforeEach, vi } from "vitest";
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -170,11 +170,30 @@ describe("createServiceClient", () => {
         sleeps.push(ms);
       },
     });
-    const result = await client.request("POST", "/flaky", { body: { n: 1 } });
+    const result = await client.request("PUT", "/flaky", { body: { n: 1 } });
     expect(result).toEqual({ status: 200, data: { ok: true } });
     expect(seen).toHaveLength(3);
     expect(seen.every((s) => s.body === '{"n":1}')).toBe(true);
     expect(sleeps).toEqual([10, 20]);
+  });
+
+  it("sends a POST once unless the call opts in to retries: it may have had its effect", async () => {
+    responder = (_req, res, attempt) =>
+      attempt < 2 ? reply(res, 503, { error: "busy" }) : reply(res, 200, { ok: true });
+    const client = createServiceClient({ baseUrl: base, retries: 3, sleep: noSleep });
+    const error = await catchError(client.request("POST", "/act", { body: {} }));
+    expect(error.status).toBe(503);
+    expect(seen).toHaveLength(1);
+    const again = await client.request("POST", "/act", { body: {}, retries: 2 });
+    expect(again.data).toEqual({ ok: true });
+    expect(seen).toHaveLength(2);
+  });
+
+  it("sends extra headers", async () => {
+    responder = (req, res) => reply(res, 200, { prefer: req.headers.prefer });
+    const client = createServiceClient({ baseUrl: base });
+    const result = await client.request("POST", "/x", { body: {}, headers: { Prefer: "respond-async" } });
+    expect(result.data).toEqual({ prefer: "respond-async" });
   });
 
   it("retries 429 too, and gives up after retries+1 attempts with the last status", async () => {
@@ -235,8 +254,7 @@ describe("createServiceClient", () => {
     const controller = new AbortController();
     const client = createServiceClient({ baseUrl: base, retries: 3, sleep: noSleep });
     const pending = client.request("GET", "/hang", { signal: controller.signal });
-    for (let i = 0; i < 200 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(seen).toHaveLength(1);
+    await vi.waitFor(() => expect(seen).toHaveLength(1));
     controller.abort(new Error("caller gave up"));
     await expect(pending).rejects.toThrow("caller gave up");
     expect(seen).toHaveLength(1);

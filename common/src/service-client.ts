@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { ServiceError, errorMessage } from "./errors.js";
+import { ServiceError, errorBodyText, errorMessage } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { silentLogger } from "./logger.js";
 import { formatZodError } from "./zod-format.js";
@@ -11,7 +11,10 @@ export interface ServiceClientOptions {
   bearer?: string;
   /** Per-attempt timeout. */
   timeoutMs?: number;
-  /** Extra attempts after the first, for network errors, 429 and 5xx. */
+  /**
+   * Extra attempts after the first, for network errors, 429 and 5xx, for idempotent methods (GET,
+   * HEAD, PUT, DELETE, OPTIONS). Other methods are sent once unless a call sets `retries` itself.
+   */
   retries?: number;
   /** First backoff delay; doubles each retry. */
   backoffMs?: number;
@@ -24,9 +27,14 @@ export interface RequestOptions<T extends z.ZodType> {
   /** Validates a 2xx response body; the typed result is returned. */
   schema?: T;
   timeoutMs?: number;
+  /** Opt in (or out) of retries for this call, whatever its method. */
   retries?: number;
   signal?: AbortSignal;
+  /** Extra request headers (e.g. `Prefer`). */
+  headers?: Record<string, string>;
 }
+
+const IDEMPOTENT = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
 
 export interface ServiceResponse<T> {
   status: number;
@@ -46,8 +54,8 @@ const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => set
 
 /**
  * The one way services call each other. A non-2xx answer becomes a ServiceError carrying the
- * status and the parsed body (so callers can relay a sibling's 400 message); network failures,
- * timeouts, 429 and 5xx are retried with exponential backoff.
+ * status and the parsed body (so callers can relay a sibling's 400 message); for idempotent
+ * requests, network failures, timeouts, 429 and 5xx are retried with exponential backoff.
  */
 export function createServiceClient(options: ServiceClientOptions): ServiceClient {
   const logger = options.logger ?? silentLogger;
@@ -55,7 +63,7 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
 
   async function attempt(method: string, path: string, opts: RequestOptions<z.ZodType>) {
-    const headers: Record<string, string> = { Accept: "application/json" };
+    const headers: Record<string, string> = { Accept: "application/json", ...opts.headers };
     if (options.bearer) headers.Authorization = `Bearer ${options.bearer}`;
     if (opts.body !== undefined) headers["Content-Type"] = "application/json";
     const timeout = AbortSignal.timeout(opts.timeoutMs ?? options.timeoutMs ?? 30_000);
@@ -81,7 +89,8 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
   return {
     baseUrl,
     async request(method, path, opts = {}) {
-      const retries = opts.retries ?? options.retries ?? 2;
+      // A POST that failed may still have had its effect: it is repeated only when the call says so.
+      const retries = opts.retries ?? (IDEMPOTENT.has(method.toUpperCase()) ? (options.retries ?? 2) : 0);
       let delay = options.backoffMs ?? 500;
       for (let tryNumber = 0; ; tryNumber++) {
         let outcome: { status: number; data: unknown } | Error;
@@ -134,10 +143,8 @@ function validate<T>(
 }
 
 function describeErrorBody(data: unknown): string | undefined {
-  if (data && typeof data === "object" && "error" in data) {
-    const value = (data as { error: unknown }).error;
-    if (typeof value === "string") return value;
-  }
+  const text = errorBodyText(data);
+  if (text !== undefined) return text;
   if (typeof data === "string" && data.length > 0) return data.slice(0, 500);
   return undefined;
 }

@@ -1,18 +1,19 @@
 import { z } from "zod";
+import { CHAT_MAX_FILES, idempotencyKeySchema, storableString } from "./wire.js";
 
 /** A file already stored by the app (e.g. an upload), referenced by path. */
 export const attachmentSchema = z.strictObject({
-  storedPath: z.string().min(1),
-  originalFilename: z.string().min(1),
-  mimeType: z.string().min(1),
+  storedPath: storableString().min(1),
+  originalFilename: storableString().min(1),
+  mimeType: storableString().min(1),
   size: z.number().int().nonnegative(),
 });
 
 /** A file carried inline as base64, for senders that cannot write to the app's disk. */
 export const inlineFileSchema = z.strictObject({
   data: z.string(),
-  filename: z.string().min(1).max(255),
-  mimeType: z.string().min(1).default("application/octet-stream"),
+  filename: storableString().min(1).max(255),
+  mimeType: storableString().min(1).max(200).default("application/octet-stream"),
 });
 
 /**
@@ -21,21 +22,18 @@ export const inlineFileSchema = z.strictObject({
  */
 export const chatRequestSchema = z
   .strictObject({
-    message: z.string().optional(),
+    message: storableString().optional(),
     audio: z.string().optional(),
-    audioContentType: z.string().optional(),
-    attachments: z.array(attachmentSchema).max(20).optional(),
-    files: z.array(inlineFileSchema).max(20).optional(),
-    source: z.string().min(1).max(200).optional(),
-    sender: z.string().min(1).max(200).optional(),
+    audioContentType: storableString().max(200).optional(),
+    attachments: z.array(attachmentSchema).max(CHAT_MAX_FILES).optional(),
+    files: z.array(inlineFileSchema).max(CHAT_MAX_FILES).optional(),
+    source: storableString().min(1).max(200).optional(),
+    sender: storableString().min(1).max(200).optional(),
     /**
-     * Set by services that retry deliveries (the plugin-runner's outbox): a second request with the
-     * same key is recognised and not processed again.
+     * Set by services that retry deliveries (outboxes): a second request with the same key is
+     * recognised and not processed again.
      */
-    idempotencyKey: z
-      .string()
-      .regex(/^[A-Za-z0-9._:-]{8,200}$/, "8 to 200 letters, digits or . _ : -")
-      .optional(),
+    idempotencyKey: idempotencyKeySchema.optional(),
   })
   .refine(
     (body) =>

@@ -1,10 +1,11 @@
 import { z } from "zod";
+import { RUN_FILES_LIMIT_BYTES } from "./wire.js";
 
 /**
  * Wire contract of the plugin-runner service (internal port 3003, `Authorization: Bearer <internal
  * secret>` on every route but `GET /health`). The runner validates requests with these schemas and
- * the app's client parses responses with them. Plugin config VALUES only ever travel in
- * `bundleConfigResponseSchema`, which is for the admin UI and must never reach the LLM.
+ * the app's client parses responses with them. Plugin config VALUES never travel on this API: the
+ * runner reports which keys are set, nothing more.
  */
 
 export const PLUGIN_NAME_PATTERN = /^[a-z0-9-]+$/;
@@ -15,10 +16,10 @@ export const pluginNameSchema = z
   .max(64)
   .regex(PLUGIN_NAME_PATTERN, "Plugin names may only contain lowercase letters, digits and hyphens");
 
-export const parameterTypeSchema = z.enum(["string", "integer", "number", "boolean", "file"]);
-export type ParameterType = z.infer<typeof parameterTypeSchema>;
+/** Types the runner checks. A manifest may name others (e.g. "array"): accepted without checking. */
+export const CHECKED_PARAMETER_TYPES = ["string", "integer", "number", "boolean", "file"] as const;
 
-export const toolParameterSchema = z.object({ type: parameterTypeSchema, description: z.string() });
+export const toolParameterSchema = z.object({ type: z.string(), description: z.string() });
 export type ToolParameter = z.infer<typeof toolParameterSchema>;
 
 export const toolSummarySchema = z.object({
@@ -29,6 +30,17 @@ export const toolSummarySchema = z.object({
 });
 export type ToolSummary = z.infer<typeof toolSummarySchema>;
 
+/**
+ * Which tools of a plugin may run, set by the owner only: `["*"]` (all, the default), `[]` (the
+ * plugin is disabled), or tool names.
+ */
+export const permissionsSchema = z.array(z.string().min(1).max(64)).max(1000);
+export type Permissions = z.infer<typeof permissionsSchema>;
+
+export function isToolPermitted(permissions: Permissions, tool: string): boolean {
+  return permissions.includes("*") || permissions.includes(tool);
+}
+
 /** Whether a declared config key has a value; the value itself is never part of this. */
 export const configKeyStatusSchema = z.object({
   description: z.string(),
@@ -36,23 +48,24 @@ export const configKeyStatusSchema = z.object({
   configured: z.boolean(),
 });
 
-export const bundleSummarySchema = z.object({
+export const pluginSummarySchema = z.object({
   name: z.string(),
   description: z.string(),
   editable: z.boolean(),
+  permissions: permissionsSchema,
 });
-export type BundleSummary = z.infer<typeof bundleSummarySchema>;
+export type PluginSummary = z.infer<typeof pluginSummarySchema>;
 
 /** `GET /bundles` */
-export const listBundlesResponseSchema = z.object({ plugins: z.array(bundleSummarySchema) });
+export const listPluginsResponseSchema = z.object({ plugins: z.array(pluginSummarySchema) });
 
-/** `GET /bundles/:name` */
-export const bundleDetailSchema = bundleSummarySchema.extend({
+/** `GET /bundles/:name`: every tool, whatever the permissions (callers facing the model filter). */
+export const pluginDetailSchema = pluginSummarySchema.extend({
   tools: z.array(toolSummarySchema),
   instructions: z.string().optional(),
   config: z.record(z.string(), configKeyStatusSchema).optional(),
 });
-export type BundleDetail = z.infer<typeof bundleDetailSchema>;
+export type PluginDetail = z.infer<typeof pluginDetailSchema>;
 
 export const configEntrySchema = z.object({
   description: z.string(),
@@ -60,15 +73,19 @@ export const configEntrySchema = z.object({
   default: z.unknown().optional(),
 });
 
-/** `GET /bundles/:name/config` (admin UI only: carries the values). */
-export const bundleConfigResponseSchema = z.object({
+/** `GET /bundles/:name/config` (owner UI): the declared keys, which are set, and the permissions. */
+export const pluginConfigResponseSchema = z.object({
   schema: z.record(z.string(), configEntrySchema),
-  values: z.record(z.string(), z.unknown()),
+  configured: z.record(z.string(), z.boolean()),
+  permissions: permissionsSchema,
 });
 
 /** A file carried inline: a `file` parameter on the way in, an output file on the way out. */
 export const transportedFileSchema = z.object({ filename: z.string().min(1), data: z.string() });
 export type TransportedFile = z.infer<typeof transportedFileSchema>;
+
+/** Total decoded size of the files given to one run, and of those it hands back. */
+export const PLUGIN_FILES_LIMIT_BYTES = RUN_FILES_LIMIT_BYTES;
 
 /** `POST /bundles/:name/tools/:tool/run` body: the parameters, checked against the tool manifest. */
 export const runToolRequestSchema = z.record(z.string(), z.unknown());
@@ -80,11 +97,18 @@ export const runToolSuccessSchema = z.object({
   /** e.g. that stdout was truncated or an output file was left out. */
   warnings: z.array(z.string()).optional(),
 });
-/** Sent with status 500. */
+/**
+ * The tool ran and failed (exit code, timeout, could not start): an ordinary outcome, answered
+ * with 200 like a success. HTTP errors are kept for requests the runner refuses.
+ */
 export const runToolFailureSchema = z.object({ success: z.literal(false), error: z.string() });
 /** Sent with status 202 for async tools; the result arrives later as a chat message. */
 export const runToolRunningSchema = z.object({ status: z.literal("running") });
-export const runToolResponseSchema = z.union([runToolSuccessSchema, runToolRunningSchema]);
+export const runToolResponseSchema = z.union([
+  runToolSuccessSchema,
+  runToolFailureSchema,
+  runToolRunningSchema,
+]);
 export type RunToolSuccess = z.infer<typeof runToolSuccessSchema>;
 export type RunToolFailure = z.infer<typeof runToolFailureSchema>;
 
@@ -113,13 +137,43 @@ export const installResponseSchema = z.object({
 });
 export type InstallResponse = z.infer<typeof installResponseSchema>;
 
+/**
+ * `POST /install` with `Prefer: respond-async`: 202 `{jobId}` at once, and the install runs as a
+ * job whose progress `GET /jobs/:id` reports (the owner's settings page shows it). Without the
+ * header the install is one blocking call answering `installResponseSchema`, as before.
+ */
+export const installJobStartedSchema = z.object({ jobId: z.string() });
+
+export const INSTALL_JOB_STATES = ["cloning", "init", "done", "failed"] as const;
+export type InstallJobState = (typeof INSTALL_JOB_STATES)[number];
+
+/** `GET /jobs/:id` (404 once the job has expired or never existed). */
+export const installJobSchema = z.object({
+  id: z.string(),
+  state: z.enum(INSTALL_JOB_STATES),
+  url: z.string(),
+  startedAt: z.string(),
+  finishedAt: z.string().optional(),
+  /** What the init script printed, capped, once it is known. */
+  output: z.string().optional(),
+  /** `done`: what the blocking install would have answered. */
+  result: installResponseSchema.optional(),
+  /** `failed`: the error, and the HTTP status the blocking install would have answered with. */
+  error: z.string().optional(),
+  status: z.number().int().optional(),
+});
+export type InstallJob = z.infer<typeof installJobSchema>;
+
 /** `POST /update` and `POST /remove` */
 export const pluginNameRequestSchema = z.strictObject({ name: pluginNameSchema });
 
 export const updateResponseSchema = installResponseSchema;
 export type UpdateResponse = InstallResponse;
 
-/** `POST /configure`: keys must be declared in the manifest's `config`; `null` removes a value. */
+/**
+ * `POST /configure`: keys must be declared in the manifest's `config`; `null` removes a value.
+ * `permissions` (owner only: the app's model-facing tool never sends it) replaces the permissions.
+ */
 export const configureRequestSchema = z.strictObject({
   name: pluginNameSchema,
   config: z.record(z.string(), z.unknown()),
@@ -127,4 +181,13 @@ export const configureRequestSchema = z.strictObject({
 
 export const configureResponseSchema = z.object({ message: z.string(), warnings: z.array(z.string()) });
 
-export const healthResponseSchema = z.object({ status: z.literal("ok") });
+export const sandboxStatusSchema = z.object({
+  mode: z.enum(["namespaces", "plain"]),
+  users: z.boolean(),
+  reason: z.string().optional(),
+});
+
+export const healthResponseSchema = z.object({
+  status: z.literal("ok"),
+  sandbox: sandboxStatusSchema.optional(),
+});

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { createServer, request } from "node:http";
 import type { Server } from "node:http";
@@ -81,7 +82,7 @@ describe("body readers behind a real server", () => {
         for (const chunk of chunks) {
           if (req.destroyed) return;
           req.write(chunk);
-          await new Promise((r) => setTimeout(r, 20));
+          await sleep(20); // Slowly, as a slow client sends.
         }
         if (end && !req.destroyed) req.end();
       })();

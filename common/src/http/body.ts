@@ -22,11 +22,38 @@ export async function readBody(req: IncomingMessage, limitBytes: number): Promis
   return Buffer.concat(chunks);
 }
 
-/** Reads and parses a JSON object body; 400 with a clear message when it is not one. */
+/** True when the request announces a body (a length above zero, or a chunked one). */
+export function hasBody(req: IncomingMessage): boolean {
+  const length = Number(req.headers["content-length"] ?? 0);
+  return length > 0 || req.headers["transfer-encoding"] !== undefined;
+}
+
+/** The media type of the request without parameters, lower-cased: `application/json`. */
+export function mediaType(req: IncomingMessage): string {
+  return (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+/**
+ * Refuses (415) a body that is not declared as one of `accepted`. A browser lets any web page send
+ * `text/plain` or a form without asking the user, with the owner's cached credentials attached;
+ * JSON cannot be sent that way, so requiring it closes form-based request forgery.
+ */
+export function requireContentType(req: IncomingMessage, accepted: readonly string[]): void {
+  if (!hasBody(req)) return;
+  const type = mediaType(req);
+  if (accepted.includes(type)) return;
+  throw new HttpError(
+    415,
+    `Unsupported Content-Type${type ? ` "${type}"` : ""}: send ${accepted.join(" or ")}`,
+  );
+}
+
+/** Reads and parses a JSON object body; 415 unless it is declared JSON, 400 when it is not one. */
 export async function readJsonObject(
   req: IncomingMessage,
   limitBytes: number,
 ): Promise<Record<string, unknown>> {
+  requireContentType(req, ["application/json"]);
   const raw = await readBody(req, limitBytes);
   if (raw.length === 0) throw badRequest("Request body is empty; expected a JSON object");
   let parsed: unknown;

@@ -46,6 +46,12 @@ export class Router {
     return this.add("POST", pattern, handler);
   }
 
+  /** Adds every route of another router (after this one's). */
+  include(other: Router): this {
+    this.routes.push(...other.routes);
+    return this;
+  }
+
   match(method: string, pathname: string): RouteMatch {
     const parts = split(pathname);
     const allowed: string[] = [];

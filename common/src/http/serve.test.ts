@@ -1,8 +1,9 @@
-import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, it, expect, beforeAll, afterAll, vi } from "vitest";
 import { createServer, request, Agent } from "node:http";
 import type { IncomingHttpHeaders, Server } from "node:http";
 import { connect } from "node:net";
-import { HttpError } from "../errors.js";
+import { DomainError, HttpError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { silentLogger } from "../logger.js";
 import { checkBearer } from "./auth.js";
@@ -36,11 +37,18 @@ function buildRouter(): Router {
     .get("/teapot", () => {
       throw new HttpError(418, "I am a teapot", { hint: "use a kettle", code: 7 }, { "Retry-After": "5" });
     })
+    .get("/domain/:kind", ({ params }) => {
+      const kind = params.kind as DomainError["kind"];
+      throw new DomainError(kind, `a ${kind} error`, kind === "invalid" ? { field: "x" } : undefined);
+    })
+    .get("/limited", () => {
+      throw new DomainError("rate-limited", "rate_limited", { retryAfterSeconds: 42, challengeToken: "t" });
+    })
     .get("/boom", () => {
       throw new Error("secret internal detail");
     })
     .get("/async-boom", async () => {
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await sleep(5);
       throw new Error("secret async detail");
     })
     .get("/self", ({ res }) => {
@@ -115,6 +123,38 @@ describe("createRequestListener", () => {
     expect(JSON.parse(r.text)).toEqual({ error: "I am a teapot", hint: "use a kettle", code: 7 });
     expect(r.headers.get("retry-after")).toBe("5");
     expect(r.headers.get("x-test-header")).toBe("on-every-response");
+  });
+
+  it("a DomainError gives the status of its kind, its message and details, and is not logged", async () => {
+    const before = logged.length;
+    const expected: Record<string, number> = {
+      invalid: 400,
+      forbidden: 403,
+      "not-found": 404,
+      conflict: 409,
+      "too-large": 413,
+      failed: 422,
+      upstream: 502,
+      unavailable: 503,
+    };
+    for (const [kind, status] of Object.entries(expected)) {
+      const r = await fetchJson(`${base}/domain/${kind}`, { headers: auth });
+      expect(r.status, kind).toBe(status);
+      expect(JSON.parse(r.text)).toEqual({
+        error: `a ${kind} error`,
+        ...(kind === "invalid" ? { field: "x" } : {}),
+      });
+      expect(r.headers.get("x-test-header")).toBe("on-every-response");
+      expect(r.headers.get("retry-after")).toBeNull();
+    }
+    expect(logged.length).toBe(before);
+  });
+
+  it("a rate-limited DomainError gives 429 with its wait as Retry-After", async () => {
+    const r = await fetchJson(`${base}/limited`, { headers: auth });
+    expect(r.status).toBe(429);
+    expect(r.headers.get("retry-after")).toBe("42");
+    expect(JSON.parse(r.text)).toEqual({ error: "rate_limited", retryAfterSeconds: 42, challengeToken: "t" });
   });
 
   it("a plain Error gives a bare 500 that never echoes the internal message, and is logged", async () => {
@@ -264,11 +304,10 @@ describe("listen and closeServer", () => {
       req.end();
     });
     // Wait until the server has the connection.
-    for (let i = 0; i < 100; i++) {
+    await vi.waitFor(async () => {
       const count = await new Promise<number>((resolve) => server.getConnections((_e, n) => resolve(n)));
-      if (count > 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+      expect(count).toBeGreaterThan(0);
+    });
     const started = Date.now();
     await closeServer(server);
     expect(Date.now() - started).toBeLessThan(5_000);

@@ -1,6 +1,8 @@
-import type { IncomingMessage, ServerResponse, Server } from "node:http";
+import { createServer } from "node:http";
+import type { IncomingMessage, RequestListener, ServerResponse, Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { HttpError } from "../errors.js";
+import { DomainError, HttpError } from "../errors.js";
+import type { DomainErrorKind } from "../errors.js";
 import type { Logger } from "../logger.js";
 import type { Reply, RequestContext, Router } from "./router.js";
 
@@ -12,10 +14,32 @@ export interface HandlerOptions {
   headers?: Record<string, string>;
 }
 
+/** The one mapping of domain errors to HTTP statuses. */
+export const DOMAIN_ERROR_STATUS: Readonly<Record<DomainErrorKind, number>> = {
+  invalid: 400,
+  forbidden: 403,
+  "not-found": 404,
+  conflict: 409,
+  "too-large": 413,
+  failed: 422,
+  "rate-limited": 429,
+  upstream: 502,
+  unavailable: 503,
+};
+
+/** A DomainError as the HttpError it is answered with (a rate limit's wait also as `Retry-After`). */
+export function toHttpError(error: DomainError): HttpError {
+  const wait = error.details?.retryAfterSeconds;
+  const headers =
+    error.kind === "rate-limited" && typeof wait === "number" ? { "Retry-After": String(wait) } : undefined;
+  return new HttpError(DOMAIN_ERROR_STATUS[error.kind], error.message, error.details, headers);
+}
+
 /**
  * Turns a Router into a node:http request listener. This is the one place where errors become
- * responses: an HttpError gives its status and message; anything else is logged and answered
- * with a bare 500, never echoing the internal message.
+ * responses: an HttpError gives its status and message, a DomainError the status of its kind
+ * (`DOMAIN_ERROR_STATUS`) and its message; anything else is logged and answered with a bare 500,
+ * never echoing the internal message.
  */
 export function createRequestListener(router: Router, options: HandlerOptions) {
   return (req: IncomingMessage, res: ServerResponse): void => {
@@ -44,30 +68,69 @@ async function handle(
       throw new HttpError(405, "Method not allowed", undefined, { Allow: match.allowed.join(", ") });
     }
     const reply = await match.handler({ req, res, url, params: match.params });
-    if (reply && !res.headersSent) send(res, reply, options.headers);
+    if (reply && !res.headersSent) send(res, reply, withClose(req, options.headers));
   } catch (error) {
     if (res.headersSent) {
       options.logger.error("error after response started", { path: url.pathname, error });
       res.destroy();
       return;
     }
-    if (error instanceof HttpError) {
-      // A refused body may still be streaming in: close the connection instead of reading it.
-      const close: Record<string, string> = error.status === 413 ? { Connection: "close" } : {};
+    const known = error instanceof DomainError ? toHttpError(error) : error;
+    if (known instanceof HttpError) {
       send(
         res,
-        {
-          status: error.status,
-          json: { error: error.message, ...error.details },
-          headers: { ...error.headers, ...close },
-        },
-        options.headers,
+        { status: known.status, json: { error: known.message, ...known.details }, headers: known.headers },
+        withClose(req, options.headers),
       );
       return;
     }
     options.logger.error("unhandled error", { method: req.method, path: url.pathname, error });
-    send(res, { status: 500, json: { error: "Internal server error" } }, options.headers);
+    send(res, { status: 500, json: { error: "Internal server error" } }, withClose(req, options.headers));
   }
+}
+
+/**
+ * Answered before the whole body arrived (refused, unauthenticated, too large): close the
+ * connection after the answer instead of reading what is left, so a client trickling a body can
+ * never hold a socket after it was told no.
+ */
+function withClose(req: IncomingMessage, headers: Record<string, string> = {}): Record<string, string> {
+  return req.complete ? headers : { ...headers, Connection: "close" };
+}
+
+export interface HttpServerLimits {
+  /** Time allowed to receive a whole request (headers and body); not the time to answer it. */
+  requestTimeoutMs?: number;
+  /** Time allowed to receive the headers. */
+  headersTimeoutMs?: number;
+  /** Open connections beyond this are refused. */
+  maxConnections?: number;
+}
+
+export const DEFAULT_HTTP_LIMITS: Required<HttpServerLimits> = {
+  requestTimeoutMs: 120_000,
+  headersTimeoutMs: 20_000,
+  maxConnections: 512,
+};
+
+/**
+ * A node:http server with bounded receive times and a connection cap. A request whose body is
+ * still arriving when `requestTimeoutMs` passes is answered 408 and its connection closed; a turn
+ * that takes minutes to answer is not affected, since the timeout ends when the request is read.
+ */
+export function createHttpServer(listener: RequestListener, limits: HttpServerLimits = {}): Server {
+  const { requestTimeoutMs, headersTimeoutMs, maxConnections } = { ...DEFAULT_HTTP_LIMITS, ...limits };
+  const server = createServer(
+    {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
+      // How often Node checks those timeouts; the default (30 s) would make short ones meaningless.
+      connectionsCheckingInterval: Math.max(100, Math.min(5_000, Math.floor(requestTimeoutMs / 4))),
+    },
+    listener,
+  );
+  server.maxConnections = maxConnections;
+  return server;
 }
 
 export function send(res: ServerResponse, reply: Reply, extraHeaders: Record<string, string> = {}): void {
@@ -95,11 +158,21 @@ export function listen(server: Server, port: number, host = "127.0.0.1"): Promis
   });
 }
 
-/** Closes a server, ending idle keep-alive connections so shutdown does not hang. */
-export function closeServer(server: Server): Promise<void> {
+/**
+ * Closes a server: no new connections, idle keep-alive connections ended at once, requests in
+ * flight given `graceMs` to be answered before their connections are cut.
+ */
+export function closeServer(server: Server, graceMs = 2_000): Promise<void> {
   return new Promise((resolve) => {
     server.close(() => resolve());
     server.closeIdleConnections();
-    setTimeout(() => server.closeAllConnections(), 2_000).unref();
+    // An answered request leaves an idle connection behind: end those as they appear.
+    const sweep = setInterval(() => server.closeIdleConnections(), 100);
+    sweep.unref();
+    setTimeout(() => {
+      clearInterval(sweep);
+      server.closeAllConnections();
+    }, graceMs).unref();
+    server.once("close", () => clearInterval(sweep));
   });
 }

@@ -1,6 +1,7 @@
 import { complete, getModel, stream, Type } from "@mariozechner/pi-ai";
 import type { AssistantMessage, Context, Model, Tool, ToolResultMessage } from "@mariozechner/pi-ai";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { setTimeout as sleep } from "node:timers/promises";
 import { startFakeAnthropic } from "./fake-anthropic.js";
 import { textTurn, toolTurn } from "./fake-llm.js";
 import type { FakeLlmServer } from "./fake-llm.js";
@@ -37,11 +38,6 @@ function toolResult(call: AssistantMessage, text: string): ToolResultMessage {
 
 function textOf(message: AssistantMessage): string {
   return message.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join("");
-}
-
-async function waitFor(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
-  expect(condition()).toBe(true);
 }
 
 describe("fake Anthropic server with the real pi-ai client", () => {
@@ -134,8 +130,9 @@ describe("fake Anthropic server with the real pi-ai client", () => {
     fake.enqueue({ ...textTurn("late answer"), gate });
     let settled = false;
     const pending = complete(claude, userContext("hi"), { apiKey: API_KEY }).finally(() => (settled = true));
-    await waitFor(() => fake.requests.length === 1);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await vi.waitFor(() => expect(fake.requests).toHaveLength(1));
+    // Held, not merely slow.
+    await sleep(100);
     expect(settled).toBe(false);
     open();
     expect(textOf(await pending)).toBe("late answer");
@@ -145,7 +142,7 @@ describe("fake Anthropic server with the real pi-ai client", () => {
     fake.enqueue({ ...textTurn("never"), gate: new Promise(() => undefined) }, textTurn("next"));
     const controller = new AbortController();
     const pending = complete(claude, userContext("hi"), { apiKey: API_KEY, signal: controller.signal });
-    await waitFor(() => fake.requests.length === 1);
+    await vi.waitFor(() => expect(fake.requests).toHaveLength(1));
     controller.abort();
     expect((await pending).stopReason).toBe("aborted");
     expect(textOf(await complete(claude, userContext("again"), { apiKey: API_KEY }))).toBe("next");

@@ -1,0 +1,5 @@
+export * from "./atomic.js";
+export * from "./no-follow.js";
+export * from "./paths.js";
+export * from "./tree.js";
+export * from "./output-files.js";

@@ -1,0 +1,3 @@
+export * from "./process.js";
+export * from "./sandbox.js";
+export * from "./users.js";

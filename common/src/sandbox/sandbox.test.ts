@@ -1,0 +1,218 @@
+import { execFileSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { silentLogger } from "../logger.js";
+import { Sandbox, runtimeMounts, which } from "./sandbox.js";
+
+const isRoot = process.getuid?.() === 0;
+const hasBwrap = which("bwrap", process.env.PATH ?? "") !== undefined;
+const base = {
+  timeoutMs: 10_000,
+  stdoutLimitBytes: 64 * 1024,
+  stderrLimitBytes: 64 * 1024,
+  killGraceMs: 200,
+};
+const env = { PATH: "/usr/bin:/bin" };
+const nobody = { uid: 65534, gid: 65534 };
+
+let root: string;
+beforeAll(() => {
+  root = mkdtempSync(join(tmpdir(), "sandbox-test-"));
+  chmodSync(root, 0o700);
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+/** True while some process's command line contains `marker`. */
+function running(marker: string): boolean {
+  try {
+    execFileSync("pgrep", ["-f", marker], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe.runIf(hasBwrap)("namespaces mode", () => {
+  const sandbox = Sandbox.create({ logger: silentLogger });
+
+  it("is chosen when bubblewrap works here", () => {
+    expect(sandbox.status).toEqual({ mode: "namespaces", users: isRoot });
+  });
+
+  it("shows only the system, the runtimes and the given mounts; /tmp is private", async () => {
+    const secretDir = join(root, "secret");
+    mkdirSync(secretDir);
+    writeFileSync(join(secretDir, "key"), "hunter2");
+    const shared = join(root, "shared");
+    mkdirSync(shared);
+    const result = await sandbox.run({
+      ...base,
+      command: "/bin/sh",
+      args: [
+        "-c",
+        `cat ${join(secretDir, "key")} 2>&1; ls /root 2>&1; echo made > /tmp/private; echo out > /work/out; cat /work/in`,
+      ],
+      cwd: "/work",
+      env,
+      mounts: [{ source: shared, target: "/work", writable: true }],
+    });
+    writeFileSync(join(shared, "in"), "");
+    expect(result.stdout).toMatch(/No such file or directory/);
+    expect(result.stdout).not.toContain("hunter2");
+    expect(readFileSync(join(shared, "out"), "utf8")).toBe("out\n");
+    expect(existsSync("/tmp/private")).toBe(false);
+  });
+
+  it.runIf(isRoot)("runs as the given user with no capabilities and no way to regain them", async () => {
+    const result = await sandbox.run({
+      ...base,
+      command: "/bin/sh",
+      args: ["-c", "id -u; id -G; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status"],
+      cwd: "/",
+      env,
+      user: nobody,
+    });
+    expect(result.stdout).toBe("65534\n65534\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n");
+  });
+
+  it("removes the network on request", async () => {
+    const server = createServer((socket) => socket.end("hello\n"));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+    const port = (server.address() as { port: number }).port;
+    const probe = `exec 3<>/dev/tcp/127.0.0.1/${port} && cat <&3`;
+    try {
+      const open = await sandbox.run({ ...base, command: "/bin/bash", args: ["-c", probe], cwd: "/", env });
+      expect(open.stdout).toBe("hello\n");
+      const closed = await sandbox.run({
+        ...base,
+        command: "/bin/bash",
+        args: ["-c", probe],
+        cwd: "/",
+        env,
+        network: false,
+      });
+      expect(closed.exitCode).not.toBe(0);
+      expect(closed.stdout).toBe("");
+    } finally {
+      server.close();
+    }
+  });
+
+  it("leaves nothing running after the run, even a process that left its session", async () => {
+    const marker = `sandbox-detached-${process.pid}`;
+    const result = await sandbox.run({
+      ...base,
+      command: "/bin/sh",
+      args: ["-c", `setsid sh -c 'exec -a ${marker} sleep 300' & echo started`],
+      cwd: "/",
+      env,
+    });
+    expect(result.stdout).toBe("started\n");
+    await vi.waitFor(() => expect(running(marker)).toBe(false));
+  });
+
+  it("ends the whole tree on timeout", async () => {
+    const marker = `sandbox-timeout-${process.pid}`;
+    const result = await sandbox.run({
+      ...base,
+      timeoutMs: 500,
+      command: "/bin/sh",
+      args: ["-c", `sh -c 'exec -a ${marker} sleep 300' & sleep 300`],
+      cwd: "/",
+      env,
+    });
+    expect(result.timedOut).toBe(true);
+    await vi.waitFor(() => expect(running(marker)).toBe(false));
+  });
+
+  it.runIf(isRoot)("applies resource limits: a fork bomb and an oversized file are stopped", async () => {
+    const bomb = await sandbox.run({
+      ...base,
+      timeoutMs: 5_000,
+      command: "/bin/bash",
+      args: ["-c", "for i in $(seq 100); do sleep 2 & done 2>&1 | head -1; echo done"],
+      cwd: "/",
+      env,
+      user: nobody,
+      limits: { processes: 20 },
+    });
+    expect(bomb.stdout).toMatch(/Resource temporarily unavailable|retry: /i);
+    const big = await sandbox.run({
+      ...base,
+      command: "/bin/sh",
+      args: ["-c", "head -c 200000 /dev/zero > /tmp/big; echo rc=$?"],
+      cwd: "/",
+      env,
+      limits: { fileSizeBytes: 100_000 },
+    });
+    expect(big.stdout).toMatch(/rc=[1-9]/);
+  });
+
+  it("reports a process killed by a signal as such", async () => {
+    const result = await sandbox.run({
+      ...base,
+      command: "/bin/sh",
+      args: ["-c", "kill -9 $$"],
+      cwd: "/",
+      env,
+    });
+    expect(result.signal).toBe("SIGKILL");
+  });
+});
+
+describe("plain mode", () => {
+  const sandbox = Sandbox.create({ logger: silentLogger, disableNamespaces: true });
+
+  it("says why it is plain", () => {
+    expect(sandbox.status).toEqual({ mode: "plain", users: isRoot, reason: "disabled by configuration" });
+    expect(sandbox.enforcesNetworkRemoval).toBe(false);
+  });
+
+  it.runIf(isRoot)("still switches user, applies limits and times out", async () => {
+    const who = await sandbox.run({
+      ...base,
+      command: "/bin/sh",
+      args: ["-c", "id -u; ulimit -f"],
+      cwd: "/",
+      env,
+      user: nobody,
+      limits: { fileSizeBytes: 1024 * 512 },
+    });
+    expect(who.stdout).toBe("65534\n1024\n");
+    const slow = await sandbox.run({
+      ...base,
+      timeoutMs: 300,
+      command: "/bin/sleep",
+      args: ["30"],
+      cwd: "/",
+      env,
+    });
+    expect(slow.timedOut).toBe(true);
+  });
+});
+
+describe("runtimeMounts", () => {
+  it("mounts the PATH's runtime directories; a home tool brings its root, ~/.local/bin comes alone", () => {
+    const home = join(root, "home");
+    for (const dir of [".pyenv/shims", ".local/bin", ".local/share/keyring", "tools/bin"]) {
+      mkdirSync(join(home, dir), { recursive: true });
+    }
+    const path = [
+      join(home, ".pyenv/shims"),
+      join(home, ".local/bin"),
+      join(home, "tools/bin"),
+      "/usr/bin",
+      "/bin",
+      join(home, "missing"),
+      "relative/bin",
+    ].join(":");
+    expect(runtimeMounts(path, home).map((m) => m.source)).toEqual([
+      join(home, ".pyenv"),
+      join(home, ".local/bin"),
+      join(home, "tools"),
+    ]);
+  });
+});
