@@ -5,19 +5,53 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { closeServer, isMainModule, listen, silentLogger } from "@stavrobot/common";
-import { createRunner } from "../src/runtime.js";
+import { createPluginHost } from "../src/host.js";
 import { buildServer } from "../src/server.js";
 
 const RUNS = 200;
 const CONCURRENT = 100;
+const EXTRA_TOOLS = 19;
 const SECRET = randomBytes(24).toString("hex");
 const SCRIPT = "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n";
 
+interface Scenario {
+  plainSandbox: boolean;
+  cacheManifests: boolean;
+  /** Also time single runs (the per-run overhead), not only concurrent throughput. */
+  timeSingles: boolean;
+}
+
 /**
- * Starts a real runner (buildServer on port 0, temp plugins dir, one trivial `#!/bin/sh` tool) and
- * measures what the runner adds to a tool run, and how many sync runs it sustains concurrently.
+ * Starts a real plugin-runner (buildServer on port 0, temp plugins dir, one trivial `#!/bin/sh` tool)
+ * and measures what it adds to a tool run in each sandbox mode, and how many sync runs it
+ * sustains concurrently with and without its manifest cache.
  */
 export async function benchPluginRunner(): Promise<Record<string, string>> {
+  const figures: Record<string, string> = {};
+  const namespaces = await benchScenario({ plainSandbox: false, cacheManifests: true, timeSingles: true });
+  const plain = await benchScenario({ plainSandbox: true, cacheManifests: true, timeSingles: true });
+  const uncached = await benchScenario({ plainSandbox: false, cacheManifests: false, timeSingles: false });
+  figures[`plugin-runner: direct spawn of a sh tool (median of ${RUNS})`] =
+    `${namespaces.directMs.toFixed(1)} ms`;
+  for (const [label, result] of [
+    ["namespaces sandbox", namespaces],
+    ["plain sandbox", plain],
+  ] as const) {
+    figures[`plugin-runner (${label}): sync run over HTTP (median of ${RUNS})`] =
+      `${result.httpMs.toFixed(1)} ms`;
+    figures[`plugin-runner (${label}): overhead per sync run (median)`] =
+      `${(result.httpMs - result.directMs).toFixed(1)} ms`;
+    figures[`plugin-runner (${label}): throughput, ${CONCURRENT} concurrent sync runs`] =
+      `${result.throughput.toFixed(0)} runs/s`;
+  }
+  figures[`plugin-runner (namespaces): throughput without the manifest cache (20-tool plugin)`] =
+    `${uncached.throughput.toFixed(0)} runs/s (the cache gives ×${(namespaces.throughput / uncached.throughput).toFixed(2)})`;
+  figures["plugin-runner: sandbox here"] =
+    `${namespaces.sandbox}; per-plugin users ${namespaces.users ? "on" : "off (not root)"}`;
+  return figures;
+}
+
+async function benchScenario(scenario: Scenario) {
   const root = await mkdtemp(join(tmpdir(), "plugin-runner-bench-"));
   await chmod(root, 0o711);
   const name = `bench-${randomBytes(3).toString("hex")}`;
@@ -30,18 +64,26 @@ export async function benchPluginRunner(): Promise<Record<string, string>> {
   await writeFile(join(toolDir, "run.sh"), SCRIPT, { mode: 0o755 });
   const toolManifest = { name: "noop", description: "No-op", entrypoint: "run.sh", parameters: {} };
   await writeFile(join(toolDir, "manifest.json"), JSON.stringify(toolManifest));
+  // A plugin of a realistic size: every uncached run reads all of its manifests.
+  for (let i = 0; i < EXTRA_TOOLS; i++) {
+    const dir = join(root, "plugins", name, `tool_${i}`);
+    await mkdir(dir);
+    await writeFile(join(dir, "run.sh"), SCRIPT, { mode: 0o755 });
+    await writeFile(join(dir, "manifest.json"), JSON.stringify({ ...toolManifest, name: `tool_${i}` }));
+  }
 
-  const runner = createRunner({
+  const host = createPluginHost({
     pluginsDir: join(root, "plugins"),
     cacheDir: join(root, "cache"),
     stateDir: join(root, "state"),
-    runsDir: join(root, "runs"),
     appInternalUrl: "http://127.0.0.1:9",
     secret: SECRET,
     logger: silentLogger,
+    plainSandbox: scenario.plainSandbox,
+    cacheManifests: scenario.cacheManifests,
   });
-  await runner.start();
-  const server = createServer(buildServer(runner.deps));
+  await host.start();
+  const server = createServer(buildServer(host.deps));
   const port = await listen(server, 0);
   const url = `http://127.0.0.1:${port}/bundles/${name}/tools/noop/run`;
   const runOverHttp = async (): Promise<void> => {
@@ -57,24 +99,27 @@ export async function benchPluginRunner(): Promise<Record<string, string>> {
 
   try {
     for (let i = 0; i < 5; i++) await runOverHttp(); // warm-up (creates the plugin user on first run)
-    const direct = await timeEach(RUNS, () => spawnDirect(join(toolDir, "run.sh"), toolDir));
-    const overHttp = await timeEach(RUNS, runOverHttp);
-    const started = performance.now();
-    await Promise.all(Array.from({ length: CONCURRENT }, runOverHttp));
-    const seconds = (performance.now() - started) / 1000;
-    const directMs = median(direct);
-    const httpMs = median(overHttp);
+    const direct = scenario.timeSingles
+      ? await timeEach(RUNS, () => spawnDirect(join(toolDir, "run.sh"), toolDir))
+      : [0];
+    const overHttp = scenario.timeSingles ? await timeEach(RUNS, runOverHttp) : [0];
+    const rates: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const started = performance.now();
+      await Promise.all(Array.from({ length: CONCURRENT }, runOverHttp));
+      rates.push(CONCURRENT / ((performance.now() - started) / 1000));
+    }
     return {
-      [`plugin-runner: direct spawn of a sh tool (median of ${RUNS})`]: `${directMs.toFixed(1)} ms`,
-      [`plugin-runner: sync run over HTTP (median of ${RUNS})`]: `${httpMs.toFixed(1)} ms`,
-      "plugin-runner: overhead per sync run (median)": `${(httpMs - directMs).toFixed(1)} ms`,
-      [`plugin-runner: throughput, ${CONCURRENT} concurrent sync runs`]: `${(CONCURRENT / seconds).toFixed(0)} runs/s`,
-      "plugin-runner: isolation": runner.isolation.enabled ? "on (per-plugin users)" : "off (not root)",
+      directMs: median(direct),
+      httpMs: median(overHttp),
+      throughput: median(rates),
+      sandbox: host.sandbox.mode,
+      users: host.isolation.enabled,
     };
   } finally {
     await closeServer(server);
-    await runner.deps.lifecycle.remove(name).catch(() => undefined);
-    await runner.stop();
+    await host.deps.lifecycle.remove(name).catch(() => undefined);
+    await host.stop();
     await rm(root, { recursive: true, force: true });
   }
 }

@@ -26,14 +26,3 @@ export class BackgroundTasks {
     while (this.tasks.size > 0) await Promise.all([...this.tasks]);
   }
 }
-
-/** Runs callbacks one at a time, in order (install, update, remove, create and configure). */
-export class SerialLock {
-  private tail: Promise<unknown> = Promise.resolve();
-
-  run<T>(work: () => Promise<T>): Promise<T> {
-    const next = this.tail.then(work, work);
-    this.tail = next.catch(() => undefined);
-    return next;
-  }
-}

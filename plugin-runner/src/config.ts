@@ -1,36 +1,37 @@
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { ConfigError, formatZodError } from "@stavrobot/common";
+import { SYSTEM_TOOL_PATH } from "@stavrobot/common";
 
-/** The PATH tools see: system directories only, never the runner's own (which may point into /root). */
-export const DEFAULT_TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/** The PATH tools see when none is given: system directories only. */
+export const DEFAULT_TOOL_PATH = SYSTEM_TOOL_PATH;
 
-const envSchema = z.object({
+/** The plugin-runner's own variables (the skeleton adds HOST, the secret and the log level). */
+export const hostEnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3003),
-  HOST: z.string().min(1).default("127.0.0.1"),
   PLUGINS_DIR: z.string().min(1).default("data/plugins"),
   PLUGIN_CACHE_DIR: z.string().min(1).default("cache/plugins"),
   PLUGIN_RUNNER_STATE_DIR: z.string().min(1).default("data/plugin-runner"),
-  PLUGIN_RUNS_DIR: z.string().min(1).default(join(tmpdir(), "stavrobot-plugin-runs")),
+  PLUGIN_RUNS_DIR: z.string().min(1).optional(),
+  PLUGIN_SANDBOX: z.enum(["auto", "plain"]).default("auto"),
   APP_INTERNAL_URL: z.url().default("http://127.0.0.1:3001"),
-  STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).default("data/main/internal-secret"),
   PLUGIN_TOOL_PATH: z.string().min(1).default(DEFAULT_TOOL_PATH),
   UV_PYTHON_INSTALL_DIR: z.string().min(1).optional(),
   SSL_CERT_FILE: z.string().min(1).optional(),
   REQUESTS_CA_BUNDLE: z.string().min(1).optional(),
+  HOME: z.string().min(1).optional(),
 });
 
-export interface RunnerConfig {
-  port: number;
-  host: string;
+export type HostEnv = z.infer<typeof hostEnvSchema>;
+
+export interface HostConfig {
   /** Absolute paths. */
   pluginsDir: string;
   cacheDir: string;
   stateDir: string;
   runsDir: string;
+  plainSandbox: boolean;
   appInternalUrl: string;
-  secretFile: string;
+  home?: string;
   toolEnv: ToolEnvConfig;
 }
 
@@ -43,22 +44,17 @@ export interface ToolEnvConfig {
   requestsCaBundle?: string;
 }
 
-/** Parses the environment once at start-up; the error names the variable and what was expected. */
-export function loadConfig(env: NodeJS.ProcessEnv): Readonly<RunnerConfig> {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new ConfigError(`Invalid plugin-runner environment: ${formatZodError(parsed.error)}`);
-  }
-  const e = parsed.data;
+/** Resolves the parsed environment into the host's configuration (relative paths against the cwd). */
+export function hostConfig(e: HostEnv): Readonly<HostConfig> {
+  const stateDir = resolve(e.PLUGIN_RUNNER_STATE_DIR);
   return Object.freeze({
-    port: e.PORT,
-    host: e.HOST,
     pluginsDir: resolve(e.PLUGINS_DIR),
     cacheDir: resolve(e.PLUGIN_CACHE_DIR),
-    stateDir: resolve(e.PLUGIN_RUNNER_STATE_DIR),
-    runsDir: resolve(e.PLUGIN_RUNS_DIR),
+    stateDir,
+    runsDir: e.PLUGIN_RUNS_DIR ? resolve(e.PLUGIN_RUNS_DIR) : join(stateDir, "runs"),
+    plainSandbox: e.PLUGIN_SANDBOX === "plain",
     appInternalUrl: e.APP_INTERNAL_URL,
-    secretFile: e.STAVROBOT_INTERNAL_SECRET_FILE,
+    home: e.HOME,
     toolEnv: Object.freeze({
       path: e.PLUGIN_TOOL_PATH,
       uvPythonInstallDir: e.UV_PYTHON_INSTALL_DIR,

@@ -1,21 +1,23 @@
 import { randomUUID } from "node:crypto";
-import { chmod, lchown, lstat, mkdir, readdir, writeFile } from "node:fs/promises";
-import { join } from "node:path";
-import type { Logger, TransportedFile } from "@stavrobot/common";
-import type { Bundle, ToolDef } from "./bundles.js";
-import type { ToolEnvConfig } from "./config.js";
-import type { Owner } from "./fs-safe.js";
+import { chmod, lchown, lstat, mkdir, writeFile } from "node:fs/promises";
+import { basename, dirname, isAbsolute, join, relative } from "node:path";
 import {
-  UnsafePathError,
+  PLUGIN_FILES_LIMIT_BYTES,
+  SerialLock,
   chownTree,
+  collectOutputFiles,
   ensureRealDir,
-  readFileNoFollow,
+  freshDir,
   removeTree,
   resolveInside,
-} from "./fs-safe.js";
+  runtimeMounts,
+  sanitizeDeep,
+  sanitizeText,
+} from "@stavrobot/common";
+import type { Logger, Mount, Owner, ProcessResult, Sandbox, TransportedFile } from "@stavrobot/common";
+import type { ToolEnvConfig } from "./config.js";
 import type { RunOutcome } from "./messages.js";
-import type { ProcessResult } from "./process.js";
-import { runProcess } from "./process.js";
+import type { Plugin, ToolDef } from "./plugins.js";
 import type { Isolation } from "./users.js";
 import type { ValidatedParams } from "./validate.js";
 
@@ -27,6 +29,8 @@ export interface Limits {
   /** Total size of the files a run may hand back. */
   outputFilesBytes: number;
   killGraceMs: number;
+  /** Processes one plugin user may have at once (applied when runs switch user). */
+  processes: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -34,162 +38,226 @@ export const DEFAULT_LIMITS: Limits = {
   asyncTimeoutMs: 5 * 60_000,
   stdoutLimitBytes: 1024 * 1024,
   stderrLimitBytes: 64 * 1024,
-  outputFilesBytes: 25 * 1024 * 1024,
+  outputFilesBytes: PLUGIN_FILES_LIMIT_BYTES,
   killGraceMs: 2_000,
+  processes: 256,
 };
 
 export interface ExecutorOptions {
   cacheDir: string;
+  /** Namespaces mode: parent of each run's private work directory (mounted at /tmp/<plugin>). */
   runsDir: string;
+  /** Plain mode: where the shared `<plugin>` work directory lives (the real /tmp by default). */
+  tmpDir?: string;
   isolation: Isolation;
+  sandbox: Sandbox;
   toolEnv: ToolEnvConfig;
+  /** The runner's HOME: runtimes under it (uv in ~/.local/bin, pyenv) are mounted for tools. */
+  home?: string;
   limits: Limits;
   logger: Logger;
 }
 
-/** The key the runner adds to a tool's stdin: the directory whose files are returned to the caller. */
-export const OUTPUT_DIR_KEY = "_output_dir";
-
 const MAX_OUTPUT_FILES = 100;
 const INIT_OUTPUT_CHARS = 8_000;
 
+interface Prepared {
+  owner?: Owner;
+  /** Per-plugin cache directory on this machine: HOME, uv's cache and (by default) its Pythons. */
+  cache: string;
+}
+
+/** A process to run for a plugin, with paths as the plugin sees them (see `pluginPaths`). */
+interface PluginProcess {
+  command: string;
+  args?: string[];
+  cwd: string;
+  stdin: string;
+  timeoutMs: number;
+  /** Extra environment (git's settings during an update). */
+  env?: Record<string, string>;
+}
+
 /**
- * Runs tools and init scripts: as the plugin's own user, in a fresh per-run directory, with an
- * environment that holds nothing of the runner's.
+ * Runs tools, init scripts and plugin-side git through the shared sandbox, as the plugin's own
+ * user, with the reference's tool contract:
+ * - stdin is exactly the parameters the model passed, `file` parameters replaced by paths in
+ *   `/tmp/<plugin>/`, where the input files are written;
+ * - the output files are the top-level regular files the tool writes (or changes) there;
+ * - the directory is empty before and after every run.
+ * In namespaces mode every run has a private `/tmp/<plugin>` (its own directory mounted there), so
+ * runs of one plugin proceed concurrently; the plugin directory is mounted at `/plugins/<plugin>`
+ * and nothing else of the data directory exists. In plain mode the paths are the machine's own and
+ * the runs of one plugin take turns, since they share the real `/tmp/<plugin>`.
  */
 export class Executor {
-  /** Plugins already prepared (user, ownership, cache dirs), so a run costs one lstat, not a dozen calls. */
-  private readonly prepared = new Map<string, { owner?: Owner; env: Record<string, string> }>();
+  private readonly prepared = new Map<string, Prepared>();
   private readonly cleanups = new Set<Promise<void>>();
+  /** Plain mode: one run at a time per plugin (they share /tmp/<plugin>). */
+  private readonly turns = new Map<string, SerialLock>();
   /** Runs of each plugin in flight (tools, init scripts, git during an update). */
   private readonly inFlight = new Map<string, number>();
-  /** Plugins with a run that timed out: their user's processes are killed once none of their runs is left. */
-  private readonly sweepsOwed = new Set<string>();
   /** Sweeps under way; a new run of the plugin waits for its sweep, which would otherwise kill it. */
   private readonly sweeps = new Map<string, Promise<void>>();
+  private readonly runtimes: Mount[];
   private warnedNoSweep = false;
 
-  constructor(private readonly options: ExecutorOptions) {}
-
-  /** Drops what is known about a plugin (before it is removed). */
-  forget(plugin: string): void {
-    this.prepared.delete(plugin);
+  constructor(private readonly options: ExecutorOptions) {
+    this.runtimes =
+      options.sandbox.mode === "namespaces" ? runtimeMountsFor(options.toolEnv, options.home) : [];
   }
 
   get limits(): Limits {
     return this.options.limits;
   }
 
-  /** The plugin's user (created and given the bundle if needed) and its private cache dirs. */
-  async preparePlugin(
-    bundleDir: string,
-    plugin: string,
-  ): Promise<{ owner?: Owner; env: Record<string, string> }> {
+  /** Drops what is known about a plugin (before it is removed or replaced). */
+  forget(plugin: string): void {
+    this.prepared.delete(plugin);
+  }
+
+  /** The plugin's user (created and given the plugin if needed) and its private cache dirs. */
+  async preparePlugin(pluginDir: string, plugin: string): Promise<Prepared> {
     const { isolation, cacheDir, toolEnv } = this.options;
     let owner = await isolation.lookupUser(plugin);
     if (isolation.enabled && !owner) owner = await isolation.ensureUser(plugin);
     if (owner) {
-      const info = await lstat(bundleDir);
-      if (info.uid !== owner.uid) await chownTree(bundleDir, owner);
-      if ((info.mode & 0o777) !== 0o700) await chmod(bundleDir, 0o700);
+      const info = await lstat(pluginDir);
+      if (info.uid !== owner.uid) await chownTree(pluginDir, owner);
+      if ((info.mode & 0o777) !== 0o700) await chmod(pluginDir, 0o700);
     }
-    const base = join(cacheDir, plugin);
-    await ensureRealDir(base, 0o700, owner);
-    const home = join(base, "home");
-    const uv = join(base, "uv");
-    await ensureRealDir(home, 0o700, owner);
-    await ensureRealDir(uv, 0o700, owner);
-    let python = toolEnv.uvPythonInstallDir;
-    if (!python) {
-      python = join(base, "python");
-      await ensureRealDir(python, 0o700, owner);
+    const cache = join(cacheDir, plugin);
+    await ensureRealDir(cache, 0o700, owner);
+    for (const sub of ["home", "uv", ...(toolEnv.uvPythonInstallDir ? [] : ["python"])]) {
+      await ensureRealDir(join(cache, sub), 0o700, owner);
     }
-    const env: Record<string, string> = {
-      PATH: toolEnv.path,
-      HOME: home,
-      UV_CACHE_DIR: uv,
-      UV_PYTHON_INSTALL_DIR: python,
-    };
-    if (toolEnv.sslCertFile) env.SSL_CERT_FILE = toolEnv.sslCertFile;
-    if (toolEnv.requestsCaBundle) env.REQUESTS_CA_BUNDLE = toolEnv.requestsCaBundle;
-    const prepared = owner ? { owner, env } : { env };
+    const prepared: Prepared = owner ? { owner, cache } : { cache };
     this.prepared.set(plugin, prepared);
     return prepared;
   }
 
-  /** The cached preparation while the bundle is still the plugin user's, mode 700; else a full one. */
-  private async prepareForRun(bundleDir: string, plugin: string) {
+  /** The cached preparation while the plugin is still the plugin user's, mode 700; else a full one. */
+  private async prepareForRun(pluginDir: string, plugin: string): Promise<Prepared> {
     const cached = this.prepared.get(plugin);
     if (cached) {
-      const info = await lstat(bundleDir);
+      const info = await lstat(pluginDir);
       const owned = cached.owner ? info.uid === cached.owner.uid && (info.mode & 0o777) === 0o700 : true;
       if (owned && info.isDirectory()) return cached;
     }
-    return this.preparePlugin(bundleDir, plugin);
+    return this.preparePlugin(pluginDir, plugin);
   }
 
   async runTool(
-    bundle: Bundle,
+    plugin: Plugin,
     tool: ToolDef,
     params: ValidatedParams,
     timeoutMs: number,
   ): Promise<RunOutcome> {
-    const { owner, env } = await this.prepareForRun(bundle.dir, bundle.name);
-    const runDir = join(this.options.runsDir, `${bundle.name}-${randomUUID()}`);
-    // The run dir stays root's, so the plugin cannot swap `output` for a symlink; it gets the two inside.
-    await mkdir(runDir, { mode: owner ? 0o711 : 0o700 });
-    try {
-      const inputDir = join(runDir, "input");
-      const outputDir = join(runDir, "output");
-      // The input dir only when there are files to put in it: every filesystem call costs a run time.
-      const hasInput = params.files.length > 0;
-      if (hasInput) await mkdir(inputDir, { mode: 0o700 });
-      await mkdir(outputDir, { mode: 0o700 });
+    const prepared = await this.prepareForRun(plugin.dir, plugin.name);
+    return this.withWorkDir(plugin.name, prepared.owner, async (work) => {
       const stdin: Record<string, unknown> = { ...params.values };
-      const used = new Set<string>();
+      const inputs = new Map<string, { size: number; mtimeMs: number }>();
       for (const file of params.files) {
         let name = file.filename;
-        for (let n = 2; used.has(name); n++) name = `${n}-${file.filename}`;
-        used.add(name);
-        const path = join(inputDir, name);
+        for (let n = 2; inputs.has(name); n++) name = `${n}-${file.filename}`;
+        const path = join(work.host, name);
         await writeFile(path, file.data, { mode: 0o600, flag: "wx" });
-        if (owner) await lchown(path, owner.uid, owner.gid);
-        stdin[file.param] = path;
+        if (prepared.owner) await lchown(path, prepared.owner.uid, prepared.owner.gid);
+        const info = await lstat(path);
+        inputs.set(name, { size: info.size, mtimeMs: info.mtimeMs });
+        stdin[file.param] = `${work.visible}/${name}`;
       }
-      if (owner) {
-        if (hasInput) await lchown(inputDir, owner.uid, owner.gid);
-        await lchown(outputDir, owner.uid, owner.gid);
-      }
-      stdin[OUTPUT_DIR_KEY] = outputDir;
-      const result = await this.spawn(
-        bundle.name,
-        tool.entrypoint,
-        tool.dir,
-        env,
-        owner,
-        JSON.stringify(stdin),
+      const paths = this.pluginPaths(plugin, prepared, work.host);
+      const result = await this.spawn(plugin.name, prepared, paths, {
+        command: paths.toSandbox(tool.entrypoint),
+        cwd: paths.toSandbox(tool.dir),
+        stdin: JSON.stringify(stdin),
         timeoutMs,
-      );
+      });
       if (!result.ok) return result.outcome;
-      const collected = await this.collectFiles(outputDir, owner);
+      // The top-level regular files the run wrote or changed (an input left as it was is not output).
+      const collected = await collectOutputFiles(work.host, {
+        maxFiles: MAX_OUTPUT_FILES,
+        maxBytes: this.options.limits.outputFilesBytes,
+        ...(prepared.owner ? { owner: prepared.owner } : {}),
+        skip: async (name) => {
+          const input = inputs.get(name);
+          if (!input) return false;
+          const now = await lstat(join(work.host, name)).catch(() => undefined);
+          return now !== undefined && now.size === input.size && now.mtimeMs === input.mtimeMs;
+        },
+      });
       return toolSuccess(result.process, this.options.limits, collected);
-    } finally {
-      // Off the response path: the caller does not wait for the clean-up (settle() does).
-      this.removeLater(runDir);
-    }
+    });
   }
 
-  /** Resolves once every run directory scheduled for removal is gone and every owed sweep is done. */
+  /** Runs the plugin's init script (cwd = plugin root); stdout becomes the init output. */
+  async runInit(plugin: Plugin, timeoutMs: number): Promise<RunOutcome> {
+    if (!plugin.init) return { success: true, output: "" };
+    const prepared = await this.preparePlugin(plugin.dir, plugin.name);
+    let entrypoint: string;
+    try {
+      entrypoint = await resolveInside(plugin.dir, plugin.init.entrypoint);
+    } catch (error) {
+      return { success: false, error: `Invalid init entrypoint: ${(error as Error).message}` };
+    }
+    return this.withWorkDir(plugin.name, prepared.owner, async (work) => {
+      const paths = this.pluginPaths(plugin, prepared, work.host);
+      const result = await this.spawn(plugin.name, prepared, paths, {
+        command: paths.toSandbox(entrypoint),
+        cwd: paths.toSandbox(plugin.dir),
+        stdin: "",
+        timeoutMs,
+      });
+      if (!result.ok) return result.outcome;
+      let output = result.process.stdout.trim();
+      if (output.length > INIT_OUTPUT_CHARS)
+        output = "…(earlier output omitted)\n" + output.slice(-INIT_OUTPUT_CHARS);
+      return { success: true, output: sanitizeText(output) };
+    });
+  }
+
+  /**
+   * Runs git in the plugin's directory as the plugin's user, inside the sandbox: the repository and
+   * its `.git/config` (which can name programs for git to run) belong to the plugin.
+   */
+  async runGit(
+    pluginDir: string,
+    plugin: string,
+    args: string[],
+    env: Record<string, string>,
+    timeoutMs: number,
+  ): Promise<ProcessResult> {
+    const prepared = await this.preparePlugin(pluginDir, plugin);
+    const pseudo = { name: plugin, dir: pluginDir } as Plugin;
+    const paths = this.pluginPaths(pseudo, prepared, undefined);
+    const dir = paths.toSandbox(pluginDir);
+    return this.track(plugin, () =>
+      this.options.sandbox.run({
+        command: "git",
+        args: ["-C", dir, ...args],
+        cwd: dir,
+        env: { ...paths.env, ...env },
+        timeoutMs,
+        stdoutLimitBytes: 1024 * 1024,
+        stderrLimitBytes: 64 * 1024,
+        killGraceMs: this.options.limits.killGraceMs,
+        mounts: paths.mounts,
+        ...(prepared.owner ? { user: prepared.owner } : {}),
+      }),
+    );
+  }
+
+  /** Resolves once every run directory scheduled for removal is gone and every sweep is done. */
   async settle(): Promise<void> {
     await Promise.all([...this.cleanups, ...this.sweeps.values()]);
   }
 
   /**
-   * Counts `work` as a run of `plugin` in flight. A timed-out run may leave processes behind that
-   * escaped its process group (`setsid`); with isolation they are all the plugin user's, so they are
-   * killed (every process of that user) as soon as the plugin has no run in flight: never sooner, or
-   * a concurrent, healthy run of the same plugin would be killed with them. Anything else that runs
-   * processes as the plugin's user (git during an update) goes through here too.
+   * Counts `work` as a run of `plugin` in flight. In plain mode with per-plugin users, whatever a
+   * run left behind outside its process group (a `setsid` daemon) is killed as soon as the plugin
+   * has no run in flight: never sooner, or a concurrent, healthy run would be killed with it. (In
+   * namespaces mode the kernel ends a run's every process when the run ends.)
    */
   async track<T>(plugin: string, work: () => Promise<T>): Promise<T> {
     for (let sweep = this.sweeps.get(plugin); sweep; sweep = this.sweeps.get(plugin)) await sweep;
@@ -201,134 +269,171 @@ export class Executor {
       if (left > 0) this.inFlight.set(plugin, left);
       else {
         this.inFlight.delete(plugin);
-        if (this.sweepsOwed.delete(plugin)) this.sweep(plugin);
+        this.afterLastRun(plugin);
       }
     }
   }
 
-  private oweSweep(plugin: string): void {
-    if (this.options.isolation.enabled) {
-      this.sweepsOwed.add(plugin);
+  private afterLastRun(plugin: string): void {
+    const { isolation, sandbox, logger } = this.options;
+    if (sandbox.mode === "namespaces") return;
+    if (!isolation.enabled) {
+      if (!this.warnedNoSweep) {
+        this.warnedNoSweep = true;
+        logger.warn(
+          "Plain sandbox without per-plugin users: processes a tool leaves running (setsid, daemons) cannot be told from others and may keep running. Run the runner as root, or with bubblewrap, to have them ended.",
+          { plugin },
+        );
+      }
       return;
     }
-    if (this.warnedNoSweep) return;
-    this.warnedNoSweep = true;
-    this.options.logger.warn(
-      "A run timed out and isolation is off: processes it started outside its process group (setsid) cannot be found and may keep running. Run the runner as root to have them killed.",
-      { plugin },
-    );
-  }
-
-  private sweep(plugin: string): void {
-    const { isolation, logger } = this.options;
     const sweep: Promise<void> = isolation
       .killProcesses(plugin)
-      .then(() => logger.info("killed the leftover processes of a timed-out run", { plugin }))
       .catch((error: unknown) =>
-        logger.error("could not kill the leftover processes of a timed-out run", {
-          plugin,
-          error: String(error),
-        }),
+        logger.error("could not end the leftover processes of a plugin", { plugin, error: String(error) }),
       )
       .finally(() => this.sweeps.delete(plugin));
     this.sweeps.set(plugin, sweep);
   }
 
-  private removeLater(dir: string): void {
-    const removal: Promise<void> = removeTree(dir)
-      .catch((error: unknown) =>
-        this.options.logger.warn("could not remove run dir", { runDir: dir, error: String(error) }),
-      )
-      .finally(() => this.cleanups.delete(removal));
-    this.cleanups.add(removal);
+  /**
+   * The directory a run sees as `/tmp/<plugin>`: its own fresh one in namespaces mode; the real,
+   * shared one in plain mode, where the plugin's runs take turns. Empty before and after.
+   */
+  private async withWorkDir<T>(
+    plugin: string,
+    owner: Owner | undefined,
+    work: (dir: { host: string; visible: string }) => Promise<T>,
+  ): Promise<T> {
+    if (this.options.sandbox.mode === "namespaces") {
+      const host = join(this.options.runsDir, `${plugin}-${randomUUID()}`);
+      await mkdir(host, { mode: 0o700 });
+      if (owner) await lchown(host, owner.uid, owner.gid);
+      try {
+        return await work({ host, visible: `/tmp/${plugin}` });
+      } finally {
+        this.removeLater(host);
+      }
+    }
+    let turn = this.turns.get(plugin);
+    if (!turn) this.turns.set(plugin, (turn = new SerialLock()));
+    return turn.run(async () => {
+      const host = join(this.options.tmpDir ?? "/tmp", plugin);
+      await mkdir(dirname(host), { recursive: true });
+      // The shared /tmp: anyone may have planted a symlink or a directory at the path.
+      await freshDir(host, 0o700, owner);
+      try {
+        return await work({ host, visible: host });
+      } finally {
+        await removeTree(host).catch((error: unknown) =>
+          this.options.logger.warn("could not empty a plugin's work dir", { plugin, error: String(error) }),
+        );
+      }
+    });
   }
 
-  /** Runs the bundle's init script (cwd = bundle root); stdout becomes the init output. */
-  async runInit(bundle: Bundle, timeoutMs: number): Promise<RunOutcome> {
-    if (!bundle.init) return { success: true, output: "" };
-    const { owner, env } = await this.preparePlugin(bundle.dir, bundle.name);
-    let entrypoint: string;
-    try {
-      entrypoint = await resolveInside(bundle.dir, bundle.init.entrypoint);
-    } catch (error) {
-      return { success: false, error: `Invalid init entrypoint: ${(error as Error).message}` };
-    }
-    const result = await this.spawn(bundle.name, entrypoint, bundle.dir, env, owner, "", timeoutMs);
-    if (!result.ok) return result.outcome;
-    let output = result.process.stdout.trim();
-    if (output.length > INIT_OUTPUT_CHARS)
-      output = "…(earlier output omitted)\n" + output.slice(-INIT_OUTPUT_CHARS);
-    return { success: true, output };
+  /** Environment, mounts and path mapping for one plugin's processes in the current mode. */
+  private pluginPaths(
+    plugin: Pick<Plugin, "name" | "dir">,
+    prepared: Prepared,
+    workHost: string | undefined,
+  ) {
+    const { toolEnv } = this.options;
+    const namespaces = this.options.sandbox.mode === "namespaces";
+    const pluginRoot = namespaces ? `/plugins/${plugin.name}` : plugin.dir;
+    const cacheRoot = namespaces ? `/cache/${plugin.name}` : prepared.cache;
+    const env: Record<string, string> = {
+      PATH: toolEnv.path,
+      HOME: `${cacheRoot}/home`,
+      UV_CACHE_DIR: `${cacheRoot}/uv`,
+      UV_PYTHON_INSTALL_DIR: toolEnv.uvPythonInstallDir ?? `${cacheRoot}/python`,
+    };
+    if (toolEnv.sslCertFile) env.SSL_CERT_FILE = toolEnv.sslCertFile;
+    if (toolEnv.requestsCaBundle) env.REQUESTS_CA_BUNDLE = toolEnv.requestsCaBundle;
+    const mounts: Mount[] = namespaces
+      ? [
+          ...this.runtimes,
+          { source: plugin.dir, target: pluginRoot, writable: true },
+          { source: prepared.cache, target: cacheRoot, writable: true },
+          ...(workHost ? [{ source: workHost, target: `/tmp/${plugin.name}`, writable: true }] : []),
+        ]
+      : [];
+    const toSandbox = (hostPath: string): string => {
+      if (!namespaces) return hostPath;
+      const rel = relative(plugin.dir, hostPath);
+      if (rel.startsWith("..") || isAbsolute(rel)) throw new Error(`${hostPath} is outside the plugin`);
+      return rel ? `${pluginRoot}/${rel}` : pluginRoot;
+    };
+    return { env, mounts, toSandbox };
   }
 
   private async spawn(
     plugin: string,
-    command: string,
-    cwd: string,
-    env: Record<string, string>,
-    owner: Owner | undefined,
-    stdin: string,
-    timeoutMs: number,
+    prepared: Prepared,
+    paths: { env: Record<string, string>; mounts: Mount[] },
+    process: PluginProcess,
   ): Promise<{ ok: true; process: ProcessResult } | { ok: false; outcome: RunOutcome }> {
-    const { limits } = this.options;
-    const result = await this.track(plugin, async () => {
-      const result = await runProcess({
-        command,
-        cwd,
-        env,
-        stdin,
-        timeoutMs,
-        uid: owner?.uid,
-        gid: owner?.gid,
+    const { limits, sandbox } = this.options;
+    const result = await this.track(plugin, () =>
+      sandbox.run({
+        command: process.command,
+        ...(process.args ? { args: process.args } : {}),
+        cwd: process.cwd,
+        env: { ...paths.env, ...process.env },
+        stdin: process.stdin,
+        timeoutMs: process.timeoutMs,
         stdoutLimitBytes: limits.stdoutLimitBytes,
         stderrLimitBytes: limits.stderrLimitBytes,
         killGraceMs: limits.killGraceMs,
-      });
-      if (result.timedOut) this.oweSweep(plugin);
-      return result;
-    });
-    if (result.spawnError)
-      return { ok: false, outcome: { success: false, error: `Failed to start: ${result.spawnError}` } };
+        mounts: paths.mounts,
+        limits: { processes: limits.processes },
+        ...(prepared.owner ? { user: prepared.owner } : {}),
+      }),
+    );
+    if (result.spawnError) {
+      return {
+        ok: false,
+        outcome: { success: false, error: this.tidy(`Failed to start: ${result.spawnError}`) },
+      };
+    }
     if (result.timedOut) {
-      const seconds = Math.round(timeoutMs / 100) / 10;
+      const seconds = Math.round(process.timeoutMs / 100) / 10;
       return { ok: false, outcome: { success: false, error: `Tool execution timed out after ${seconds} s` } };
     }
-    if (result.exitCode !== 0) return { ok: false, outcome: { success: false, error: failureText(result) } };
+    if (result.exitCode !== 0)
+      return { ok: false, outcome: { success: false, error: this.tidy(failureText(result)) } };
     return { ok: true, process: result };
   }
 
-  /** Top-level regular files of the output dir, base64, within the size cap; symlinks are ignored. */
-  private async collectFiles(
-    dir: string,
-    owner: Owner | undefined,
-  ): Promise<{ files: TransportedFile[]; warnings: string[] }> {
-    const files: TransportedFile[] = [];
-    const warnings: string[] = [];
-    let total = 0;
-    const names = (await readdir(dir).catch(() => [] as string[])).sort();
-    for (const name of names) {
-      if (files.length >= MAX_OUTPUT_FILES) {
-        warnings.push(`Only the first ${MAX_OUTPUT_FILES} output files were returned.`);
-        break;
-      }
-      const room = this.options.limits.outputFilesBytes - total;
-      try {
-        const data = await readFileNoFollow(join(dir, name), room, owner);
-        total += data.length;
-        files.push({ filename: name, data: data.toString("base64") });
-      } catch (error) {
-        if (error instanceof UnsafePathError && /larger than/.test(error.message)) {
-          warnings.push(`Output file "${name}" was left out: output files may total at most 25 MB.`);
-        }
-        // Symlinks, directories and other special files are skipped silently.
-      }
-    }
-    return { files, warnings };
+  /** Error texts for the model: storable text, and no host paths of temporary directories. */
+  private tidy(text: string): string {
+    let out = sanitizeText(text);
+    for (const dir of [this.options.runsDir, this.options.cacheDir]) out = out.split(dir + "/").join("");
+    return out;
+  }
+
+  private removeLater(dir: string): void {
+    const removal: Promise<void> = removeTree(dir)
+      .catch((error: unknown) =>
+        this.options.logger.warn("could not remove run dir", { runDir: basename(dir), error: String(error) }),
+      )
+      .finally(() => this.cleanups.delete(removal));
+    this.cleanups.add(removal);
   }
 }
 
+function runtimeMountsFor(toolEnv: ToolEnvConfig, home: string | undefined): Mount[] {
+  const mounts = runtimeMounts(toolEnv.path, home);
+  for (const extra of [toolEnv.uvPythonInstallDir, toolEnv.sslCertFile && dirname(toolEnv.sslCertFile)]) {
+    if (extra) mounts.push(...runtimeMounts(extra, home));
+  }
+  return mounts;
+}
+
+/** stderr and stdout of a failed run (the reference's contract), or how it ended. */
 function failureText(result: ProcessResult): string {
-  let text = result.stderr.trim() || result.stdout.trim();
+  const parts = [result.stderr.trim(), result.stdout.trim()].filter((part) => part.length > 0);
+  let text = parts.join("\n");
   if (!text) {
     text = result.signal
       ? `Process was killed by ${result.signal}`
@@ -341,19 +446,21 @@ function failureText(result: ProcessResult): string {
 function toolSuccess(
   result: ProcessResult,
   limits: Limits,
-  collected: { files: TransportedFile[]; warnings: string[] },
+  collected: { files: TransportedFile[]; notes: string[] },
 ): RunOutcome {
-  const warnings = [...collected.warnings];
+  const warnings = [...collected.notes];
+  const stdout = sanitizeText(result.stdout);
   let output: unknown;
   if (result.stdoutTruncated) {
     const limitMb = Math.round((limits.stdoutLimitBytes / 1024 / 1024) * 10) / 10;
-    output = `${result.stdout}\n[output truncated: the tool printed more than ${limitMb} MB]`;
+    output = `${stdout}\n[output truncated: the tool printed more than ${limitMb} MB]`;
     warnings.unshift(`Output truncated: the tool printed more than ${limitMb} MB to stdout.`);
   } else {
     try {
-      output = JSON.parse(result.stdout);
+      // JSON may spell out what the text could not hold ("\u0000").
+      output = sanitizeDeep(JSON.parse(stdout));
     } catch {
-      output = result.stdout;
+      output = stdout;
     }
   }
   return {

@@ -1,6 +1,5 @@
-import { badRequest } from "@stavrobot/common";
-import type { Owner } from "./fs-safe.js";
-import { runProcess } from "./process.js";
+import { DomainError, runProcess } from "@stavrobot/common";
+import type { ProcessResult } from "@stavrobot/common";
 
 const ALLOWED_PREFIXES = ["https://", "http://", "git://", "ssh://", "git@"];
 
@@ -13,41 +12,28 @@ export function checkGitUrl(url: string): void {
   const allowed = ALLOWED_PREFIXES.some((prefix) => url.startsWith(prefix));
   // eslint-disable-next-line no-control-regex
   if (!allowed || /[\s\x00-\x1f\x7f]/.test(url)) {
-    throw badRequest(`Unsupported repository URL. Use a URL starting with ${ALLOWED_PREFIXES.join(", ")}.`);
+    throw new DomainError(
+      "invalid",
+      `Unsupported repository URL. Use a URL starting with ${ALLOWED_PREFIXES.join(", ")}.`,
+    );
   }
 }
 
-export interface GitOptions {
-  timeoutMs: number;
-  /** Base environment (PATH, HOME, certificates); git-specific variables are added here. */
-  env: Record<string, string>;
-}
+/** Settings every git invocation gets: no prompts, network protocols only, plain messages. */
+export const GIT_ENV: Readonly<Record<string, string>> = {
+  GIT_TERMINAL_PROMPT: "0",
+  GIT_ALLOW_PROTOCOL: "https:http:git:ssh",
+  GIT_SSH_COMMAND: "ssh -o BatchMode=yes",
+  LC_ALL: "C",
+};
 
-function gitEnv(base: Record<string, string>): Record<string, string> {
-  return {
-    ...base,
-    GIT_TERMINAL_PROMPT: "0",
-    GIT_ALLOW_PROTOCOL: "https:http:git:ssh",
-    GIT_SSH_COMMAND: "ssh -o BatchMode=yes",
-    LC_ALL: "C",
-  };
-}
+/** Runs `git <args>` somewhere: as the runner for a clone, in the plugin's sandbox for an update. */
+export type GitRun = (args: string[]) => Promise<ProcessResult>;
 
-async function git(args: string[], cwd: string, options: GitOptions, owner?: Owner): Promise<string> {
-  const result = await runProcess({
-    command: "git",
-    args,
-    cwd,
-    env: gitEnv(options.env),
-    timeoutMs: options.timeoutMs,
-    uid: owner?.uid,
-    gid: owner?.gid,
-    stdoutLimitBytes: 1024 * 1024,
-    stderrLimitBytes: 64 * 1024,
-  });
+async function git(run: GitRun, args: string[], timeoutMs: number): Promise<string> {
+  const result = await run(args);
   if (result.spawnError) throw new Error(`git could not be started: ${result.spawnError}`);
-  if (result.timedOut)
-    throw new Error(`git ${args[0]} timed out after ${Math.round(options.timeoutMs / 1000)} s`);
+  if (result.timedOut) throw new Error(`git ${args[0]} timed out after ${Math.round(timeoutMs / 1000)} s`);
   if (result.exitCode !== 0) {
     const detail = result.stderr.trim().split("\n").slice(-5).join("\n") || `exit code ${result.exitCode}`;
     throw new Error(detail);
@@ -55,30 +41,47 @@ async function git(args: string[], cwd: string, options: GitOptions, owner?: Own
   return result.stdout;
 }
 
-/** `git clone --depth 1 -- <url> <dest>`; `dest` must be an empty directory. */
-export async function gitClone(url: string, dest: string, options: GitOptions): Promise<void> {
+/**
+ * `git clone --depth 1 -- <url> <dest>` as the runner, into a fresh empty directory: cloning runs
+ * nothing of the repository's own.
+ */
+export async function gitClone(
+  url: string,
+  dest: string,
+  options: { timeoutMs: number; env: Record<string, string> },
+): Promise<void> {
   checkGitUrl(url);
-  await git(["clone", "--depth", "1", "--", url, dest], dest, options);
+  const run: GitRun = (args) =>
+    runProcess({
+      command: "git",
+      args,
+      cwd: dest,
+      env: { ...options.env, ...GIT_ENV },
+      timeoutMs: options.timeoutMs,
+      stdoutLimitBytes: 1024 * 1024,
+      stderrLimitBytes: 64 * 1024,
+    });
+  await git(run, ["clone", "--depth", "1", "--", url, dest], options.timeoutMs);
 }
 
-/**
- * Fetches the remote's default branch. Runs as the plugin's own user: the repository (and its
- * .git/config, which can name programs for git to run) belongs to the plugin, so git must never
- * act on it as root.
- */
-export async function gitFetch(dir: string, options: GitOptions, owner?: Owner): Promise<void> {
-  await git(["-C", dir, "fetch", "--depth", "1", "origin"], dir, options, owner);
+/** Fetches the remote's default branch (run in the plugin's sandbox, as the plugin's user). */
+export async function gitFetch(run: GitRun, timeoutMs: number): Promise<void> {
+  await git(run, ["fetch", "--depth", "1", "origin"], timeoutMs);
 }
 
 /** A file's content at FETCH_HEAD, or undefined when it does not exist there. */
-export async function gitShowFetched(dir: string, path: string, options: GitOptions, owner?: Owner) {
+export async function gitShowFetched(
+  run: GitRun,
+  path: string,
+  timeoutMs: number,
+): Promise<string | undefined> {
   try {
-    return await git(["-C", dir, "show", `FETCH_HEAD:${path}`], dir, options, owner);
+    return await git(run, ["show", `FETCH_HEAD:${path}`], timeoutMs);
   } catch {
     return undefined;
   }
 }
 
-export async function gitResetToFetched(dir: string, options: GitOptions, owner?: Owner): Promise<void> {
-  await git(["-C", dir, "reset", "--hard", "FETCH_HEAD"], dir, options, owner);
+export async function gitResetToFetched(run: GitRun, timeoutMs: number): Promise<void> {
+  await git(run, ["reset", "--hard", "FETCH_HEAD"], timeoutMs);
 }

@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { PLUGIN_NAME_PATTERN, formatZodError, parameterTypeSchema } from "@stavrobot/common";
+import { PLUGIN_NAME_PATTERN, formatZodError } from "@stavrobot/common";
 
 /**
- * The Stavrobot plugin format, read from disk: a bundle `manifest.json` at the plugin root and one
+ * The Stavrobot plugin format, read from disk: the plugin's `manifest.json` at its root and one
  * `manifest.json` per tool subdirectory. Unknown extra keys (e.g. `summary`) are ignored.
  */
 
@@ -21,24 +21,27 @@ export const configEntryManifestSchema = z.object({
 });
 export type ConfigEntry = z.infer<typeof configEntryManifestSchema>;
 
-export const bundleManifestSchema = z.object({
+export const pluginManifestSchema = z.object({
   name: z.string().regex(PLUGIN_NAME_PATTERN, "must match ^[a-z0-9-]+$").max(64),
   description: z.string(),
   instructions: z.string().optional(),
   config: z.record(z.string(), configEntryManifestSchema).optional(),
   init: z.object({ entrypoint: relativePath, async: z.boolean().optional() }).optional(),
 });
-export type BundleManifest = z.infer<typeof bundleManifestSchema>;
+export type PluginManifest = z.infer<typeof pluginManifestSchema>;
 
 export const toolManifestSchema = z.object({
   name: z.string().max(64).regex(TOOL_NAME_PATTERN, "must match ^[A-Za-z0-9_-]+$"),
   description: z.string(),
   entrypoint: relativePath,
   async: z.boolean().optional(),
-  parameters: z.record(
-    z.string(),
-    z.object({ type: parameterTypeSchema, description: z.string().default("") }),
-  ),
+  // Types other than the checked ones (e.g. "array") are kept and passed through unchecked.
+  parameters: z
+    .record(
+      z.string().max(200),
+      z.object({ type: z.string().min(1).max(64), description: z.string().default("") }),
+    )
+    .default({}),
 });
 export type ToolManifest = z.infer<typeof toolManifestSchema>;
 

@@ -1,5 +1,8 @@
 import { extname } from "node:path";
+import { CHAT_BODY_LIMIT_BYTES, CHAT_FILE_LIMIT_BYTES, CHAT_MAX_FILES, fence } from "@stavrobot/common";
 import type { ChatRequest, TransportedFile } from "@stavrobot/common";
+
+export { fence };
 
 /** What running a tool or init script produced, before it becomes an HTTP answer or a chat message. */
 export type RunOutcome =
@@ -7,19 +10,17 @@ export type RunOutcome =
   | { success: false; error: string };
 
 /**
- * What the app's `POST /chat` accepts (app/src/routes/chat.ts): at most 20 inline files, each at most
- * 10 MB of base64, in a body of at most 25 MB. Files beyond that are left out with a note.
+ * What the app's `POST /chat` accepts: a limited number of inline files, each at most
+ * CHAT_FILE_LIMIT_BYTES once decoded, in a body of at most CHAT_BODY_LIMIT_BYTES. Files beyond
+ * that are left out with a note.
  */
-const MAX_CHAT_FILES = 20;
-const MAX_CHAT_FILE_CHARS = 10 * 1024 * 1024;
-const MAX_CHAT_FILES_CHARS = 20 * 1024 * 1024;
-
-/** Wraps text in a code fence longer than any backtick run inside it. */
-export function fence(text: string): string {
-  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((match) => match[0].length));
-  const marks = "`".repeat(longest + 1);
-  return `${marks}\n${text}\n${marks}`;
-}
+const MAX_CHAT_FILE_CHARS = Math.ceil(CHAT_FILE_LIMIT_BYTES / 3) * 4;
+/**
+ * Room in the body for the message beside the files: the tool's output (stdout is capped at 1 MB
+ * by default, but pretty-printed JSON and JSON escaping can grow it) and the JSON around it all.
+ */
+const MESSAGE_ROOM_BYTES = 5 * 1024 * 1024;
+const MAX_CHAT_FILES_CHARS = CHAT_BODY_LIMIT_BYTES - MESSAGE_ROOM_BYTES;
 
 function outputText(output: unknown): string {
   return typeof output === "string" ? output : JSON.stringify(output, null, 2);
@@ -56,7 +57,7 @@ function chatFiles(files: TransportedFile[] = []) {
   let total = 0;
   for (const file of files) {
     const fits =
-      kept.length < MAX_CHAT_FILES &&
+      kept.length < CHAT_MAX_FILES &&
       file.data.length <= MAX_CHAT_FILE_CHARS &&
       total + file.data.length <= MAX_CHAT_FILES_CHARS;
     if (!fits) {

@@ -1,24 +1,30 @@
 import { join } from "node:path";
-import type { Logger } from "@stavrobot/common";
-import { badRequest } from "@stavrobot/common";
-import type { Bundle } from "./bundles.js";
-import type { Owner } from "./fs-safe.js";
-import { UnsafePathError, readFileNoFollow, writeFileAtomic } from "./fs-safe.js";
+import type { Logger, Owner, Permissions } from "@stavrobot/common";
+import {
+  DomainError,
+  UnsafePathError,
+  readFileNoFollow,
+  unknownKeys,
+  writeFileAtomic,
+} from "@stavrobot/common";
+import type { Plugin } from "./plugins.js";
 
 /**
- * `config.json` at a bundle root: plain key → value JSON that tools read as `../config.json`.
- * Values may be secrets: only `GET /bundles/:name/config` (admin UI) ever returns them.
+ * `config.json` at a plugin's root: plain key → value JSON that tools read as `../config.json`,
+ * plus the `permissions` copy the runner keeps there for compatibility. Values may be secrets:
+ * no route of the runner returns them.
  */
 
 const CONFIG_MAX_BYTES = 1024 * 1024;
+const PERMISSIONS_KEY = "permissions";
 
 export type ConfigValues = Record<string, unknown>;
 
-/** The current values; a missing, malformed or symlinked file counts as empty. */
-export async function readConfigValues(bundleDir: string, logger?: Logger): Promise<ConfigValues> {
+/** The whole file; a missing, malformed or symlinked file counts as empty. */
+async function readConfigFile(pluginDir: string, logger?: Logger): Promise<ConfigValues> {
   let raw: Buffer;
   try {
-    raw = await readFileNoFollow(join(bundleDir, "config.json"), CONFIG_MAX_BYTES);
+    raw = await readFileNoFollow(join(pluginDir, "config.json"), CONFIG_MAX_BYTES);
   } catch (error) {
     if (error instanceof UnsafePathError)
       logger?.warn("ignoring unsafe config.json", { reason: error.message });
@@ -30,16 +36,34 @@ export async function readConfigValues(bundleDir: string, logger?: Logger): Prom
   } catch {
     // Fall through.
   }
-  logger?.warn("ignoring malformed config.json", { dir: bundleDir });
+  logger?.warn("ignoring malformed config.json", { dir: pluginDir });
   return {};
 }
 
+/** The config values, without the runner's `permissions` copy. */
+export async function readConfigValues(pluginDir: string, logger?: Logger): Promise<ConfigValues> {
+  const values = await readConfigFile(pluginDir, logger);
+  delete values[PERMISSIONS_KEY];
+  return values;
+}
+
+/** The `permissions` a config.json carries, if it is a valid list (used once, to adopt old installs). */
+export async function readPermissionsCopy(pluginDir: string): Promise<Permissions | undefined> {
+  const value = (await readConfigFile(pluginDir))[PERMISSIONS_KEY];
+  if (!Array.isArray(value) || !value.every((item) => typeof item === "string")) return undefined;
+  return value as Permissions;
+}
+
+/** Writes the values and the permissions copy, handing the file to the plugin's user. */
 export async function writeConfigValues(
-  bundleDir: string,
+  pluginDir: string,
   values: ConfigValues,
+  permissions: Permissions,
   owner?: Owner,
 ): Promise<void> {
-  await writeFileAtomic(join(bundleDir, "config.json"), JSON.stringify(values, null, 2) + "\n", owner);
+  const { [PERMISSIONS_KEY]: _ignored, ...rest } = values;
+  const text = JSON.stringify({ ...rest, [PERMISSIONS_KEY]: permissions }, null, 2) + "\n";
+  await writeFileAtomic(join(pluginDir, "config.json"), text, owner);
 }
 
 export function isConfigured(value: unknown): boolean {
@@ -47,10 +71,10 @@ export function isConfigured(value: unknown): boolean {
 }
 
 /** `{key: {description, required, configured}}` — presence only, never values. */
-export function configStatus(bundle: Bundle, values: ConfigValues) {
-  if (!bundle.config) return undefined;
+export function configStatus(plugin: Plugin, values: ConfigValues) {
+  if (!plugin.config) return undefined;
   return Object.fromEntries(
-    Object.entries(bundle.config).map(([key, entry]) => [
+    Object.entries(plugin.config).map(([key, entry]) => [
       key,
       { description: entry.description, required: entry.required, configured: isConfigured(values[key]) },
     ]),
@@ -58,50 +82,51 @@ export function configStatus(bundle: Bundle, values: ConfigValues) {
 }
 
 export function missingRequired(
-  bundle: Bundle,
+  plugin: Plugin,
   values: ConfigValues,
 ): { key: string; description: string }[] {
-  return Object.entries(bundle.config ?? {})
+  return Object.entries(plugin.config ?? {})
     .filter(([key, entry]) => entry.required && !isConfigured(values[key]))
     .map(([key, entry]) => ({ key, description: entry.description }));
 }
 
-/** Writes manifest defaults for keys that have no value yet; returns the keys it filled. */
-export async function applyDefaults(bundle: Bundle, owner?: Owner, logger?: Logger): Promise<string[]> {
-  const values = await readConfigValues(bundle.dir, logger);
+/** Manifest defaults for keys that have no value yet; returns the new values and the keys filled. */
+export function withDefaults(
+  plugin: Plugin,
+  values: ConfigValues,
+): { values: ConfigValues; applied: string[] } {
+  const next = { ...values };
   const applied: string[] = [];
-  for (const [key, entry] of Object.entries(bundle.config ?? {})) {
-    if (entry.default !== undefined && !isConfigured(values[key])) {
-      values[key] = entry.default;
+  for (const [key, entry] of Object.entries(plugin.config ?? {})) {
+    if (entry.default !== undefined && !isConfigured(next[key])) {
+      next[key] = entry.default;
       applied.push(key);
     }
   }
-  if (applied.length > 0) await writeConfigValues(bundle.dir, values, owner);
-  return applied;
+  return { values: next, applied };
 }
 
 /**
- * Merges `update` into config.json. Only keys the manifest declares are accepted; `null` removes
- * a value. Returns the keys written.
+ * Merges `update` into the values. Only keys the manifest declares are accepted; `null` removes a
+ * value. Returns the new values and the keys written.
  */
-export async function mergeConfig(
-  bundle: Bundle,
+export function mergeConfig(
+  plugin: Plugin,
+  values: ConfigValues,
   update: ConfigValues,
-  owner?: Owner,
-  logger?: Logger,
-): Promise<string[]> {
+): { values: ConfigValues; keys: string[] } {
   const keys = Object.keys(update);
-  if (!bundle.config || Object.keys(bundle.config).length === 0) {
-    throw badRequest("Plugin does not accept configuration.");
+  if (keys.length === 0) return { values, keys };
+  if (!plugin.config || Object.keys(plugin.config).length === 0) {
+    throw new DomainError("invalid", "Plugin does not accept configuration.");
   }
-  const declared = bundle.config;
+  const declared = plugin.config;
   const unknown = keys.filter((key) => !Object.hasOwn(declared, key));
-  if (unknown.length > 0) throw badRequest(`Unknown config keys: ${unknown.join(", ")}`);
-  const values = await readConfigValues(bundle.dir, logger);
+  if (unknown.length > 0) throw new DomainError("invalid", unknownKeys(unknown, "Unknown config keys"));
+  const next = { ...values };
   for (const key of keys) {
-    if (update[key] === null) delete values[key];
-    else values[key] = update[key];
+    if (update[key] === null) delete next[key];
+    else next[key] = update[key];
   }
-  await writeConfigValues(bundle.dir, values, owner);
-  return keys;
+  return { values: next, keys };
 }

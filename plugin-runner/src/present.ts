@@ -1,5 +1,5 @@
-import type { BundleDetail } from "@stavrobot/common";
-import type { Bundle } from "./bundles.js";
+import type { PluginDetail, Permissions } from "@stavrobot/common";
+import type { Plugin } from "./plugins.js";
 import type { ConfigValues } from "./plugin-config.js";
 import { configStatus } from "./plugin-config.js";
 
@@ -11,15 +11,19 @@ export function truncateInstructions(text: string | undefined): string | undefin
   return text.slice(0, MAX_INSTRUCTIONS_CHARS) + "\n[Instructions truncated]";
 }
 
-/** What `GET /bundles/:name` shows: tools without entrypoints, config presence without values. */
-export function bundleDetail(bundle: Bundle, values: ConfigValues): BundleDetail {
-  const instructions = truncateInstructions(bundle.instructions);
-  const config = configStatus(bundle, values);
+/**
+ * What `GET /bundles/:name` shows: every tool without its entrypoint, config presence without
+ * values, and the permissions (the app hides what they forbid from the model).
+ */
+export function pluginDetail(plugin: Plugin, values: ConfigValues, permissions: Permissions): PluginDetail {
+  const instructions = truncateInstructions(plugin.instructions);
+  const config = configStatus(plugin, values);
   return {
-    name: bundle.name,
-    description: bundle.description,
-    editable: bundle.editable,
-    tools: bundle.tools.map((tool) => ({
+    name: plugin.name,
+    description: plugin.description,
+    editable: plugin.editable,
+    permissions,
+    tools: plugin.tools.map((tool) => ({
       name: tool.name,
       description: tool.description,
       async: tool.async,

@@ -1,24 +1,25 @@
 import type { IncomingMessage, RequestListener } from "node:http";
 import {
-  HttpError,
   Router,
   badRequest,
-  checkBearer,
   configureRequestSchema,
   createPluginRequestSchema,
-  createRequestListener,
+  createServiceListener,
   installRequestSchema,
   notFound,
   pluginNameRequestSchema,
   readBody,
   readValidJson,
+  requireContentType,
   runToolRequestSchema,
 } from "@stavrobot/common";
-import type { Logger } from "@stavrobot/common";
-import type { BundleStore } from "./bundles.js";
+import type { Logger, SandboxStatus } from "@stavrobot/common";
+import type { InstallJobs } from "./install-jobs.js";
 import type { Lifecycle } from "./lifecycle.js";
-import { readConfigValues } from "./plugin-config.js";
-import { bundleDetail } from "./present.js";
+import type { PermissionStore } from "./permissions.js";
+import { isConfigured, readConfigValues } from "./plugin-config.js";
+import type { PluginStore } from "./plugins.js";
+import { pluginDetail } from "./present.js";
 import type { ToolService } from "./tool-service.js";
 
 export const BODY_LIMIT_BYTES = 50 * 1024 * 1024;
@@ -27,41 +28,62 @@ export interface ServerDeps {
   /** The internal service secret every request must present as `Authorization: Bearer …`. */
   secret: string;
   logger: Logger;
-  bundles: BundleStore;
+  plugins: PluginStore;
   tools: ToolService;
   lifecycle: Lifecycle;
+  /** Installs that answer at once (`Prefer: respond-async`) and report their progress. */
+  installJobs: InstallJobs;
+  permissions: PermissionStore;
+  /** How tool processes are isolated here (reported by `GET /health`). */
+  sandbox: SandboxStatus;
   bodyLimitBytes?: number;
 }
 
-/** The route table. Handlers validate, call a domain function and answer; errors become JSON in common's listener. */
+/** The service's listener: its routes behind the internal secret, and `GET /health` with the sandbox. */
 export function buildServer(deps: ServerDeps): RequestListener {
+  return createServiceListener(
+    { router: buildRoutes(deps), health: () => ({ sandbox: deps.sandbox }) },
+    deps.secret,
+    deps.logger,
+  );
+}
+
+/** The route table. Handlers validate, call a domain function and answer; errors become JSON in common's listener. */
+export function buildRoutes(deps: ServerDeps): Router {
   const limit = deps.bodyLimitBytes ?? BODY_LIMIT_BYTES;
-  const { bundles, tools, lifecycle, logger } = deps;
-  const router = new Router()
-    .get("/health", () => ({ json: { status: "ok" } }))
+  const { plugins, tools, lifecycle, logger, permissions, installJobs } = deps;
+  // The routes keep the wire contract's "bundles" (the app calls them so); inside, a bundle is a plugin.
+  return new Router()
     .get("/bundles", async () => {
-      const plugins = (await bundles.list()).map((b) => ({
-        name: b.name,
-        description: b.description,
-        editable: b.editable,
+      const listed = (await plugins.list()).map((plugin) => ({
+        name: plugin.name,
+        description: plugin.description,
+        editable: plugin.editable,
+        permissions: permissions.get(plugin.name),
       }));
-      return { json: { plugins } };
+      return { json: { plugins: listed } };
     })
     .get("/bundles/:name", async ({ params }) => {
-      const bundle = await bundles.get(params.name ?? "");
-      if (!bundle) throw notFound("Bundle not found");
-      return { json: bundleDetail(bundle, await readConfigValues(bundle.dir, logger)) };
+      const plugin = await plugins.get(params.name ?? "");
+      if (!plugin) throw notFound("Bundle not found");
+      const values = await readConfigValues(plugin.dir, logger);
+      return { json: pluginDetail(plugin, values, permissions.get(plugin.name)) };
     })
     .get("/bundles/:name/config", async ({ params }) => {
-      const bundle = await bundles.get(params.name ?? "");
-      if (!bundle) throw notFound("Bundle not found");
-      return { json: { schema: bundle.config ?? {}, values: await readConfigValues(bundle.dir, logger) } };
+      const plugin = await plugins.get(params.name ?? "");
+      if (!plugin) throw notFound("Bundle not found");
+      const values = await readConfigValues(plugin.dir, logger);
+      const configured = Object.fromEntries(
+        Object.keys(plugin.config ?? {}).map((key) => [key, isConfigured(values[key])]),
+      );
+      return { json: { schema: plugin.config ?? {}, configured, permissions: permissions.get(plugin.name) } };
     })
     .post("/bundles/:name/tools/:tool/run", async ({ req, params }) => {
       const input = await readParameters(req, limit);
       const answer = await tools.run(params.name ?? "", params.tool ?? "", input);
       if (answer.kind === "started") return { status: 202, json: { status: "running" } };
-      return { status: answer.outcome.success ? 200 : 500, json: answer.outcome };
+      // A tool that failed is an answer like any other: the request itself was fine.
+      return { json: answer.outcome };
     })
     .post("/create", async ({ req }) => {
       const body = await readValidJson(req, limit, createPluginRequestSchema);
@@ -69,7 +91,17 @@ export function buildServer(deps: ServerDeps): RequestListener {
     })
     .post("/install", async ({ req }) => {
       const body = await readValidJson(req, limit, installRequestSchema);
+      // Callers that want to show progress ask for a job; everyone else waits for the answer.
+      if (prefersAsync(req)) {
+        const jobId = installJobs.start(body.url);
+        return { status: 202, json: { jobId }, headers: { Location: `/jobs/${jobId}` } };
+      }
       return { json: await lifecycle.install(body.url) };
+    })
+    .get("/jobs/:id", ({ params }) => {
+      const job = installJobs.get(params.id ?? "");
+      if (!job) throw notFound("Job not found");
+      return { json: job };
     })
     .post("/update", async ({ req }) => {
       const body = await readValidJson(req, limit, pluginNameRequestSchema);
@@ -83,18 +115,18 @@ export function buildServer(deps: ServerDeps): RequestListener {
       const body = await readValidJson(req, limit, configureRequestSchema);
       return { json: await lifecycle.configure(body.name, body.config) };
     });
+}
 
-  return createRequestListener(router, {
-    logger,
-    guard: ({ req, url }) => {
-      if (url.pathname === "/health") return;
-      if (!checkBearer(req.headers.authorization, deps.secret)) throw new HttpError(401, "Unauthorized");
-    },
-  });
+/** `Prefer: respond-async` (RFC 7240), among any other preferences the request states. */
+function prefersAsync(req: IncomingMessage): boolean {
+  return String(req.headers.prefer ?? "")
+    .split(",")
+    .some((preference) => preference.split(";")[0]?.trim().toLowerCase() === "respond-async");
 }
 
 /** A tool's parameters: a JSON object, or nothing at all for a tool without parameters. */
 async function readParameters(req: IncomingMessage, limit: number): Promise<Record<string, unknown>> {
+  requireContentType(req, ["application/json"]);
   const raw = await readBody(req, limit);
   if (raw.length === 0) return {};
   let parsed: unknown;

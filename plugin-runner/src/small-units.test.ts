@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { HttpError } from "@stavrobot/common";
+import { DomainError } from "@stavrobot/common";
 import { checkGitUrl } from "./git.js";
 import { fence, guessMimeType, toolResultMessage } from "./messages.js";
-import { idempotencyKeyFor } from "./outbox.js";
+import { idempotencyKeyFor } from "@stavrobot/common";
 import { truncateInstructions } from "./present.js";
 import { pluginUserName } from "./users.js";
 
@@ -30,7 +30,7 @@ describe("checkGitUrl", () => {
       "fd::3",
       "https://a b",
     ]) {
-      expect(() => checkGitUrl(url)).toThrow(HttpError);
+      expect(() => checkGitUrl(url)).toThrow(DomainError);
     }
   });
 });
@@ -67,7 +67,8 @@ describe("messages", () => {
   });
 
   it("leaves out files the app would refuse, with a note", () => {
-    const big = "A".repeat(10 * 1024 * 1024 + 4);
+    // Over 10 MB once decoded: the app refuses a file that large.
+    const big = "A".repeat(Math.ceil((10 * 1024 * 1024) / 3) * 4 + 4);
     const message = toolResultMessage("p", "t", {
       success: true,
       output: { ok: true },
@@ -91,11 +92,13 @@ describe("messages", () => {
 describe("idempotencyKeyFor", () => {
   it("uses the outbox file name, or a hash of it when the name does not fit the contract", () => {
     const name = "000001712345678901-0b7d9a3e-6f4c-4c1e-9d7a-2f1e8c3b5a60.json";
-    expect(idempotencyKeyFor(name)).toBe(`plugin-runner:${name.slice(0, -5)}`);
-    expect(idempotencyKeyFor(name)).toBe(idempotencyKeyFor(name));
+    expect(idempotencyKeyFor(name, "plugin-runner")).toBe(`plugin-runner:${name.slice(0, -5)}`);
+    expect(idempotencyKeyFor(name, "plugin-runner")).toBe(idempotencyKeyFor(name, "plugin-runner"));
     for (const odd of ["a b.json", `${"x".repeat(300)}.json`]) {
-      expect(idempotencyKeyFor(odd)).toMatch(/^plugin-runner:sha256-[0-9a-f]{64}$/);
+      expect(idempotencyKeyFor(odd, "plugin-runner")).toMatch(/^plugin-runner:sha256-[0-9a-f]{64}$/);
     }
-    expect(idempotencyKeyFor("a b.json")).not.toBe(idempotencyKeyFor("a  b.json"));
+    expect(idempotencyKeyFor("a b.json", "plugin-runner")).not.toBe(
+      idempotencyKeyFor("a  b.json", "plugin-runner"),
+    );
   });
 });

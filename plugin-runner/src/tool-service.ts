@@ -1,45 +1,60 @@
-import { HttpError, errorMessage } from "@stavrobot/common";
+import { DomainError, errorMessage, isToolPermitted } from "@stavrobot/common";
 import type { Logger } from "@stavrobot/common";
 import type { BackgroundTasks } from "./background.js";
-import type { BundleStore } from "./bundles.js";
-import { describeTools } from "./bundles.js";
+import type { PluginStore } from "./plugins.js";
+import { describeTools } from "./plugins.js";
 import type { Executor } from "./executor.js";
 import type { RunOutcome } from "./messages.js";
 import { toolResultMessage } from "./messages.js";
-import type { Outbox } from "./outbox.js";
+import type { Outbox } from "@stavrobot/common";
+import type { PermissionStore } from "./permissions.js";
+import type { RunningRecords } from "./running.js";
 import { validateParams } from "./validate.js";
 
 export interface ToolServiceOptions {
-  bundles: BundleStore;
+  plugins: PluginStore;
   executor: Executor;
   outbox: Outbox;
+  running: RunningRecords;
+  permissions: PermissionStore;
   background: BackgroundTasks;
   logger: Logger;
 }
 
 export type RunAnswer = { kind: "done"; outcome: RunOutcome } | { kind: "started" };
 
-/** Finds a tool, checks its parameters and runs it: inline for sync tools, in the background for async ones. */
+/**
+ * Finds a tool, checks that the owner permits it and that its parameters are right, and runs it:
+ * inline for sync tools, in the background for async ones (recorded before the caller hears
+ * "running", so a restart cannot lose it silently).
+ */
 export class ToolService {
   constructor(private readonly options: ToolServiceOptions) {}
 
   async run(pluginName: string, toolName: string, input: Record<string, unknown>): Promise<RunAnswer> {
-    const { bundles, executor, background, outbox, logger } = this.options;
-    const bundle = await bundles.get(pluginName);
-    if (!bundle) throw new HttpError(404, "Bundle not found");
-    const tool = bundle.tools.find((candidate) => candidate.name === toolName);
-    if (!tool) throw new HttpError(404, `Tool not found. Available tools: ${describeTools(bundle.tools)}`);
+    const { plugins, executor, background, outbox, running, permissions, logger } = this.options;
+    const plugin = await plugins.get(pluginName);
+    // "Bundle" is the wire's word for a plugin; published clients match this text.
+    if (!plugin) throw new DomainError("not-found", "Bundle not found");
+    const tool = plugin.tools.find((candidate) => candidate.name === toolName);
+    if (!tool) {
+      throw new DomainError("not-found", `Tool not found. Available tools: ${describeTools(plugin.tools)}`);
+    }
+    const allowed = permissions.get(pluginName);
+    if (allowed.length === 0) throw new DomainError("forbidden", "Plugin is disabled");
+    if (!isToolPermitted(allowed, toolName)) throw new DomainError("forbidden", "Tool not permitted");
     const params = validateParams(tool.parameters, input);
     if (!tool.async) {
       return {
         kind: "done",
-        outcome: await executor.runTool(bundle, tool, params, executor.limits.syncTimeoutMs),
+        outcome: await executor.runTool(plugin, tool, params, executor.limits.syncTimeoutMs),
       };
     }
+    const id = await running.begin({ plugin: pluginName, tool: toolName });
     background.run(`${pluginName}/${toolName}`, async () => {
       let outcome: RunOutcome;
       try {
-        outcome = await executor.runTool(bundle, tool, params, executor.limits.asyncTimeoutMs);
+        outcome = await executor.runTool(plugin, tool, params, executor.limits.asyncTimeoutMs);
       } catch (error) {
         logger.error("async tool run failed", {
           plugin: pluginName,
@@ -48,7 +63,8 @@ export class ToolService {
         });
         outcome = { success: false, error: "The plugin runner could not run the tool (internal error)." };
       }
-      await outbox.enqueue(toolResultMessage(pluginName, toolName, outcome));
+      await outbox.enqueue(toolResultMessage(pluginName, toolName, outcome), { id });
+      await running.end(id);
     });
     return { kind: "started" };
   }

@@ -1,13 +1,16 @@
 import { createHash } from "node:crypto";
-import { readFile, readdir } from "node:fs/promises";
-import type { Logger } from "@stavrobot/common";
-import { SerialLock } from "./background.js";
-import type { Owner } from "./fs-safe.js";
-import { runProcess } from "./process.js";
+import {
+  SerialLock,
+  ensureSystemUser,
+  killUserProcesses,
+  lookupSystemUser,
+  removeSystemUser,
+} from "@stavrobot/common";
+import type { Logger, Owner } from "@stavrobot/common";
 
 /**
- * One system user per plugin when the runner is root; nothing at all otherwise (local development,
- * where every plugin runs as the developer).
+ * One system user per plugin when the plugin-runner is root; nothing at all otherwise (local
+ * development, where every plugin runs as the developer).
  */
 export interface Isolation {
   readonly enabled: boolean;
@@ -16,8 +19,10 @@ export interface Isolation {
   /** The plugin's user if it exists; `undefined` when isolation is off or there is none. */
   lookupUser(plugin: string): Promise<Owner | undefined>;
   removeUser(plugin: string): Promise<void>;
-  /** SIGKILLs every process running as the plugin's user (before removing it, after a timed-out run). */
+  /** SIGKILLs every process running as the plugin's user (before removing it, after a run). */
   killProcesses(plugin: string): Promise<void>;
+  /** The same for several plugins in one pass over /proc (at start-up). */
+  killProcessesOf(plugins: readonly string[]): Promise<void>;
 }
 
 const MAX_USER_NAME = 32;
@@ -34,6 +39,7 @@ export function pluginUserName(plugin: string): string {
   return `${plain.slice(0, MAX_USER_NAME - hash.length - 1)}_${hash}`;
 }
 
+/** The plugin users, on common's system users. */
 export function createIsolation(options: { enabled: boolean; logger: Logger }): Isolation {
   if (!options.enabled) {
     return {
@@ -42,109 +48,27 @@ export function createIsolation(options: { enabled: boolean; logger: Logger }): 
       lookupUser: async () => undefined,
       removeUser: async () => {},
       killProcesses: async () => {},
+      killProcessesOf: async () => {},
     };
   }
-  const logger = options.logger;
-  // useradd/userdel lock /etc/passwd: one at a time from this process, retries against others.
+  const { logger } = options;
+  // useradd/userdel lock /etc/passwd: one at a time from this process (they retry against others).
   const lock = new SerialLock();
-  const serial = <T>(work: () => Promise<T>): Promise<T> => lock.run(work);
-
-  const lookupUser = async (plugin: string): Promise<Owner | undefined> => {
-    const passwd = await readFile("/etc/passwd", "utf8");
-    const name = pluginUserName(plugin);
-    for (const line of passwd.split("\n")) {
-      const fields = line.split(":");
-      if (fields[0] === name) return { uid: Number(fields[2]), gid: Number(fields[3]) };
+  const lookupUser = (plugin: string) => lookupSystemUser(pluginUserName(plugin));
+  const uidsOf = async (plugins: readonly string[]): Promise<number[]> => {
+    const uids: number[] = [];
+    for (const plugin of plugins) {
+      const owner = await lookupUser(plugin);
+      if (owner) uids.push(owner.uid);
     }
-    return undefined;
+    return uids;
   };
-
   return {
     enabled: true,
     lookupUser,
-    ensureUser: (plugin) =>
-      serial(async () => {
-        const name = pluginUserName(plugin);
-        const existing = await lookupUser(plugin);
-        if (existing) return notRoot(name, existing);
-        const args = [
-          "--system",
-          "--no-create-home",
-          "--home-dir",
-          "/nonexistent",
-          "--shell",
-          "/usr/sbin/nologin",
-        ];
-        await admin("useradd", [...args, name], [0, 9], logger);
-        const created = await lookupUser(plugin);
-        if (!created) throw new Error(`User ${name} was not created`);
-        logger.info("created plugin user", { plugin, user: name, uid: created.uid });
-        return notRoot(name, created);
-      }),
-    removeUser: (plugin) =>
-      serial(async () => {
-        await admin("userdel", [pluginUserName(plugin)], [0, 6], logger);
-      }),
-    killProcesses: async (plugin) => {
-      const owner = await lookupUser(plugin);
-      if (owner) await killUserProcesses(owner.uid);
-    },
+    ensureUser: (plugin) => lock.run(() => ensureSystemUser(pluginUserName(plugin), logger)),
+    removeUser: (plugin) => lock.run(() => removeSystemUser(pluginUserName(plugin), logger)),
+    killProcesses: async (plugin) => killUserProcesses(await uidsOf([plugin])),
+    killProcessesOf: async (plugins) => killUserProcesses(await uidsOf(plugins)),
   };
-}
-
-function notRoot(name: string, owner: Owner): Owner {
-  if (owner.uid === 0 || owner.gid === 0) throw new Error(`User ${name} maps to root; refusing to use it`);
-  return owner;
-}
-
-/** Runs useradd/userdel, tolerating the given exit codes and retrying while /etc/passwd is locked. */
-async function admin(command: string, args: string[], okCodes: number[], logger: Logger): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
-    const result = await runProcess({
-      command,
-      args,
-      cwd: "/",
-      env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
-      timeoutMs: 30_000,
-      stdoutLimitBytes: 16_384,
-      stderrLimitBytes: 16_384,
-    });
-    if (result.exitCode !== null && okCodes.includes(result.exitCode)) return;
-    const detail = result.spawnError ?? (result.stderr.trim() || `exit code ${result.exitCode}`);
-    if (/lock/i.test(detail) && attempt < 20) {
-      logger.debug("user database busy, retrying", { command });
-      await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 150));
-      continue;
-    }
-    throw new Error(`${command} ${args.join(" ")} failed: ${detail}`);
-  }
-}
-
-/**
- * SIGKILLs every live process of `uid`, pass after pass until one finds none, so that a process
- * forking while it is being swept does not leave a child behind (bounded, in case of a fork bomb).
- */
-async function killUserProcesses(uid: number): Promise<void> {
-  for (let pass = 0; pass < 10; pass++) {
-    if ((await killUserProcessesOnce(uid)) === 0) return;
-  }
-}
-
-async function killUserProcessesOnce(uid: number): Promise<number> {
-  let killed = 0;
-  const entries = await readdir("/proc").catch(() => [] as string[]);
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    const status = await readFile(`/proc/${entry}/status`, "utf8").catch(() => "");
-    const match = /^Uid:\s+(\d+)/m.exec(status);
-    // Zombies are already dead; they only wait for their parent.
-    if (!match || Number(match[1]) !== uid || /^State:\s+Z/m.test(status)) continue;
-    try {
-      process.kill(Number(entry), "SIGKILL");
-      killed++;
-    } catch {
-      // Already gone.
-    }
-  }
-  return killed;
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { HttpError } from "@stavrobot/common";
+import { DomainError } from "@stavrobot/common";
 import type { ToolParameter } from "@stavrobot/common";
-import { safeFilename, validateParams } from "./validate.js";
+import { safeFilename } from "@stavrobot/common";
+import { validateParams } from "./validate.js";
 
 const schema: Record<string, ToolParameter> = {
   name: { type: "string", description: "" },
@@ -11,14 +12,14 @@ const schema: Record<string, ToolParameter> = {
   doc: { type: "file", description: "" },
 };
 
-function errorOf(fn: () => unknown): HttpError {
+function errorOf(fn: () => unknown): DomainError {
   try {
     fn();
   } catch (error) {
-    if (error instanceof HttpError) return error;
+    if (error instanceof DomainError) return error;
     throw error;
   }
-  throw new Error("expected an HttpError");
+  throw new Error("expected a DomainError");
 }
 
 describe("validateParams", () => {
@@ -38,8 +39,10 @@ describe("validateParams", () => {
 
   it("names unknown parameters and wrong types", () => {
     const unknown = errorOf(() => validateParams(schema, { k: 1 }));
-    expect(unknown.status).toBe(400);
-    expect(unknown.message).toBe('Unknown parameter: "k"');
+    expect(unknown.kind).toBe("invalid");
+    expect(unknown.message).toBe(
+      'Unknown parameter: "k". Parameters of this tool: name (string), n (integer), x (number), on (boolean), doc (file)',
+    );
     expect(unknown.details).toEqual({ parameters: schema });
     expect(errorOf(() => validateParams(schema, { n: 2.5 })).message).toBe(
       'Parameter "n" must be of type "integer"',
@@ -53,9 +56,11 @@ describe("validateParams", () => {
     ).toContain('"file"');
   });
 
-  it("refuses oversized files with 413", () => {
+  it("refuses oversized files as too large", () => {
     const data = Buffer.alloc(20).toString("base64");
-    expect(errorOf(() => validateParams(schema, { doc: { filename: "a", data } }, 10)).status).toBe(413);
+    expect(errorOf(() => validateParams(schema, { doc: { filename: "a", data } }, 10)).kind).toBe(
+      "too-large",
+    );
   });
 });
 
@@ -65,5 +70,27 @@ describe("safeFilename", () => {
     for (const bad of ["", ".", "..", "../x", "a/b", "a\\b", "a\nb", "a\0b", "x".repeat(256)]) {
       expect(safeFilename(bad)).toBeUndefined();
     }
+  });
+});
+
+describe("the reference's contract for unusual input", () => {
+  it("names every unknown parameter (at most ten) and lists the tool's own", () => {
+    const error = errorOf(() => validateParams(schema, { _output_dir: "/tmp/x", other: 1 }));
+    expect(error.message).toBe(
+      'Unknown parameters: "_output_dir", "other". Parameters of this tool: name (string), n (integer), x (number), on (boolean), doc (file)',
+    );
+    const many = Object.fromEntries(Array.from({ length: 50_000 }, (_, i) => [`k${i}`, i]));
+    const capped = errorOf(() => validateParams(schema, many));
+    expect(capped.message.length).toBeLessThan(400);
+    expect(capped.message).toContain("(and 49990 more)");
+  });
+
+  it("passes parameters of types it does not know through unchecked", () => {
+    const loose: Record<string, ToolParameter> = {
+      tags: { type: "array", description: "" },
+      options: { type: "object", description: "" },
+    };
+    const input = { tags: ["a", "b"], options: { deep: true } };
+    expect(validateParams(loose, input)).toEqual({ values: input, files: [] });
   });
 });

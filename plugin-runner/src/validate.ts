@@ -1,7 +1,7 @@
-import { HttpError, badRequest } from "@stavrobot/common";
+import { DomainError, decodeBase64, safeFilename, unknownKeys } from "@stavrobot/common";
 import type { ToolParameter } from "@stavrobot/common";
-
-export const MAX_FILES_BYTES = 25 * 1024 * 1024;
+import { PLUGIN_FILES_LIMIT_BYTES } from "@stavrobot/common";
+import { describeParameters } from "./plugins.js";
 
 export interface InputFile {
   param: string;
@@ -10,33 +10,40 @@ export interface InputFile {
 }
 
 export interface ValidatedParams {
-  /** Every non-file parameter, as given. */
+  /** Every parameter the caller passed, exactly as given, except `file` parameters. */
   values: Record<string, unknown>;
-  /** `file` parameters, decoded; the runner writes them to disk and passes their paths. */
+  /** `file` parameters, decoded; the runner writes them beside the run and passes their paths. */
   files: InputFile[];
 }
 
-const BASE64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/;
-
 /**
  * Checks parameters against a tool manifest (not JSON Schema: every parameter is optional).
- * Errors are 400s that name the parameter and carry the tool's parameter schema.
+ * Unknown parameters are refused, naming them and the tool's parameters; the checked types
+ * (string, integer, number, boolean, file) are enforced; any other declared type is passed on
+ * unchecked. Errors are "invalid" DomainErrors (400) carrying the tool's parameter schema.
  */
 export function validateParams(
   schema: Record<string, ToolParameter>,
   input: Record<string, unknown>,
-  maxFilesBytes = MAX_FILES_BYTES,
+  maxFilesBytes = PLUGIN_FILES_LIMIT_BYTES,
 ): ValidatedParams {
   const details = { parameters: schema };
-  for (const key of Object.keys(input)) {
-    if (!Object.hasOwn(schema, key)) throw badRequest(`Unknown parameter: "${key}"`, details);
+  const unknown = Object.keys(input).filter((key) => !Object.hasOwn(schema, key));
+  if (unknown.length > 0) {
+    const label = unknown.length === 1 ? "Unknown parameter" : "Unknown parameters";
+    throw new DomainError(
+      "invalid",
+      `${unknownKeys(unknown, label)}. Parameters of this tool: ${describeParameters(schema)}`,
+      details,
+    );
   }
   const values: Record<string, unknown> = {};
   const files: InputFile[] = [];
   let fileBytes = 0;
   for (const [key, value] of Object.entries(input)) {
     const type = (schema[key] as ToolParameter).type;
-    const wrongType = (): HttpError => badRequest(`Parameter "${key}" must be of type "${type}"`, details);
+    const wrongType = (): DomainError =>
+      new DomainError("invalid", `Parameter "${key}" must be of type "${type}"`, details);
     switch (type) {
       case "string":
         if (typeof value !== "string") throw wrongType();
@@ -53,18 +60,29 @@ export function validateParams(
       case "file": {
         const file = asTransportedFile(value);
         if (!file) throw wrongType();
-        if (!BASE64.test(file.data))
-          throw badRequest(`Parameter "${key}": data is not valid base64`, details);
+        const data = decodeBase64(file.data);
+        if (!data) throw new DomainError("invalid", `Parameter "${key}": data is not valid base64`, details);
         const filename = safeFilename(file.filename);
-        if (!filename) throw badRequest(`Parameter "${key}": invalid filename "${file.filename}"`, details);
-        const data = Buffer.from(file.data, "base64");
+        if (!filename) {
+          throw new DomainError(
+            "invalid",
+            `Parameter "${key}": invalid filename "${file.filename}"`,
+            details,
+          );
+        }
         fileBytes += data.length;
         if (fileBytes > maxFilesBytes) {
-          throw new HttpError(413, `Files exceed the ${Math.round(maxFilesBytes / 1024 / 1024)} MB limit`);
+          throw new DomainError(
+            "too-large",
+            `Files exceed the ${Math.round(maxFilesBytes / 1024 / 1024)} MB limit`,
+          );
         }
         files.push({ param: key, filename, data });
         continue;
       }
+      default:
+        // A type the runner does not know: the tool checks it itself.
+        break;
     }
     values[key] = value;
   }
@@ -79,12 +97,4 @@ function asTransportedFile(value: unknown): { filename: string; data: string } |
     return undefined;
   }
   return { filename: record.filename, data: record.data };
-}
-
-/** A plain file name: no directories, no `.`/`..`, no control characters, at most 255 bytes. */
-export function safeFilename(name: string): string | undefined {
-  if (name.length === 0 || name === "." || name === ".." || Buffer.byteLength(name) > 255) return undefined;
-  // eslint-disable-next-line no-control-regex
-  if (/[/\\\x00-\x1f]/.test(name)) return undefined;
-  return name;
 }

@@ -1,11 +1,11 @@
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TestRunner } from "./helpers.js";
-import { isRoot, startRunner, uniqueName, userExists, writePlugin } from "./helpers.js";
+import type { TestPluginHost } from "./helpers.js";
+import { isRoot, startPluginHost, uniqueName, userExists, writePlugin } from "./helpers.js";
 import { pluginUserName } from "../src/users.js";
 
-let t: TestRunner;
+let t: TestPluginHost;
 const echo = uniqueName("api-echo");
 const cfg = uniqueName("api-cfg");
 const created = uniqueName("api-new");
@@ -16,7 +16,7 @@ printf '{"received": %s}' "$input"
 `;
 
 beforeAll(async () => {
-  t = await startRunner();
+  t = await startPluginHost();
   writePlugin(t.pluginsDir, echo, [
     {
       name: "echo",
@@ -39,7 +39,7 @@ import json, os, sys
 params = json.load(sys.stdin)
 with open(params["doc"], "rb") as f:
     data = f.read()
-out = params["_output_dir"]
+out = os.path.dirname(params["doc"])
 with open(os.path.join(out, "upper.txt"), "wb") as f:
     f.write(data.upper())
 os.symlink("/etc/passwd", os.path.join(out, "leak.txt"))
@@ -61,7 +61,7 @@ print(json.dumps({"path": params["doc"], "size": len(data)}))
 afterAll(async () => {
   await t.close();
   for (const name of [echo, cfg, created]) {
-    if (isRoot && userExists(pluginUserName(name))) await t.runner.isolation.removeUser(name);
+    if (isRoot && userExists(pluginUserName(name))) await t.host.isolation.removeUser(name);
   }
   rmSync(t.root, { recursive: true, force: true });
 });
@@ -70,7 +70,7 @@ describe("auth and health", () => {
   it("answers /health without auth", async () => {
     const response = await fetch(`${t.url}/health`);
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ status: "ok" });
+    expect(await response.json()).toEqual({ status: "ok", sandbox: t.host.sandbox.status });
   });
 
   it("refuses requests without the right bearer", async () => {
@@ -84,7 +84,12 @@ describe("bundles", () => {
   it("lists bundles with editable flags", async () => {
     const { status, body } = await t.request("GET", "/bundles");
     expect(status).toBe(200);
-    expect(body.plugins).toContainEqual({ name: echo, description: `The ${echo} plugin`, editable: true });
+    expect(body.plugins).toContainEqual({
+      name: echo,
+      description: `The ${echo} plugin`,
+      editable: true,
+      permissions: ["*"],
+    });
   });
 
   it("shows tools, truncated instructions and config presence but never values", async () => {
@@ -107,10 +112,17 @@ describe("bundles", () => {
     expect(body).not.toHaveProperty("entrypoint");
   });
 
-  it("returns config values only on the config route", async () => {
+  it("reports on the config route which keys are set, never their values", async () => {
     const { body } = await t.request("GET", `/bundles/${cfg}/config`);
-    expect(body.values).toEqual({ api_key: "sk-very-secret-value" });
-    expect(body.schema.api_key).toEqual({ description: "The API key", required: true });
+    expect(body).toEqual({
+      schema: {
+        api_key: { description: "The API key", required: true },
+        region: { description: "Region", required: false, default: "eu" },
+      },
+      configured: { api_key: true, region: false },
+      permissions: ["*"],
+    });
+    expect(JSON.stringify(body)).not.toContain("sk-very-secret-value");
   });
 
   it("answers 404 for unknown bundles", async () => {
@@ -127,8 +139,8 @@ describe("running tools", () => {
     const { status, body } = await t.request("POST", `/bundles/${echo}/tools/echo/run`, params);
     expect(status).toBe(200);
     expect(body.success).toBe(true);
-    expect(body.output.received).toMatchObject(params);
-    expect(body.output.received._output_dir).toMatch(/output$/);
+    // Exactly what was passed: nothing the tool did not declare.
+    expect(body.output.received).toEqual(params);
   });
 
   it("returns raw text when stdout is not JSON, and accepts an empty body", async () => {
@@ -139,10 +151,10 @@ describe("running tools", () => {
     expect(await response.json()).toEqual({ success: true, output: "just text\n" });
   });
 
-  it("returns stderr when a tool exits non-zero", async () => {
+  it("answers a tool that exits non-zero with its stderr and stdout (an ordinary outcome, not a 500)", async () => {
     const { status, body } = await t.request("POST", `/bundles/${echo}/tools/fails/run`, {});
-    expect(status).toBe(500);
-    expect(body).toEqual({ success: false, error: "it broke" });
+    expect(status).toBe(200);
+    expect(body).toEqual({ success: false, error: "it broke\npartial output" });
   });
 
   it("names the available tools when one is missing", async () => {
@@ -156,7 +168,9 @@ describe("running tools", () => {
   it("refuses unknown parameters and wrong types", async () => {
     const unknown = await t.request("POST", `/bundles/${echo}/tools/echo/run`, { k: 1 });
     expect(unknown.status).toBe(400);
-    expect(unknown.body.error).toBe('Unknown parameter: "k"');
+    expect(unknown.body.error).toBe(
+      'Unknown parameter: "k". Parameters of this tool: text (string), count (integer), ratio (number), loud (boolean)',
+    );
     expect(unknown.body.parameters.text.type).toBe("string");
     for (const [key, value, type] of [
       ["count", 1.5, "integer"],
@@ -181,14 +195,14 @@ describe("running tools", () => {
     });
     expect(status).toBe(200);
     expect(body.output.size).toBe(10);
-    expect(body.output.path).toMatch(/input\/note\.txt$/);
+    expect(body.output.path).toBe(`/tmp/${echo}/note.txt`);
     expect(body.files).toEqual([
       { filename: "upper.txt", data: Buffer.from("HELLO FILE").toString("base64") },
     ]);
-    // The per-run directory is removed after the answer, and nothing else is left in the runs dir.
-    await t.runner.settle();
-    expect(existsSync(body.output.path)).toBe(false);
+    // The run's directory is removed after the answer, and nothing else is left in the runs dir.
+    await t.host.settle();
     expect(readdirSync(t.runsDir)).toEqual([]);
+    expect(existsSync(`/tmp/${echo}`)).toBe(false);
   });
 
   it("refuses file parameters with unsafe names or shapes", async () => {
@@ -232,15 +246,59 @@ describe("create and configure", () => {
     });
     expect(JSON.stringify(full.body)).not.toContain("sk-top-secret-42");
     const run = await t.request("POST", `/bundles/${cfg}/tools/show/run`, {});
-    expect(run.body.output).toEqual({ region: "us", api_key: "sk-top-secret-42" });
+    // The runner keeps a copy of the permissions there, as the reference does.
+    expect(run.body.output).toEqual({ region: "us", api_key: "sk-top-secret-42", permissions: ["*"] });
   });
 
   it("refuses unknown keys and plugins without config", async () => {
     const unknown = await t.request("POST", "/configure", { name: cfg, config: { b: 1, a: 2 } });
-    expect(unknown).toEqual({ status: 400, body: { error: "Unknown config keys: b, a" } });
+    expect(unknown).toEqual({ status: 400, body: { error: 'Unknown config keys: "b", "a"' } });
     const none = await t.request("POST", "/configure", { name: echo, config: { a: 1 } });
     expect(none).toEqual({ status: 400, body: { error: "Plugin does not accept configuration." } });
     const missing = await t.request("POST", "/configure", { name: "does-not-exist", config: {} });
     expect(missing.status).toBe(404);
+  });
+});
+
+describe("permissions and the manifest cache", () => {
+  it("refuses a disabled plugin and a tool the owner did not permit", async () => {
+    const set = (permissions: string[]) =>
+      t.request("POST", "/configure", { name: echo, config: { permissions } });
+    expect((await set(["plain"])).status).toBe(200);
+    expect(await t.request("POST", `/bundles/${echo}/tools/fails/run`, {})).toEqual({
+      status: 403,
+      body: { error: "Tool not permitted" },
+    });
+    expect((await t.request("POST", `/bundles/${echo}/tools/plain/run`, {})).status).toBe(200);
+    expect((await t.request("GET", `/bundles/${echo}`)).body.permissions).toEqual(["plain"]);
+    await set([]);
+    expect(await t.request("POST", `/bundles/${echo}/tools/plain/run`, {})).toEqual({
+      status: 403,
+      body: { error: "Plugin is disabled" },
+    });
+    // A plugin rewriting its own config.json cannot lift the owner's choice.
+    writeFileSync(join(t.pluginsDir, echo, "config.json"), JSON.stringify({ permissions: ["*"] }));
+    expect((await t.request("POST", `/bundles/${echo}/tools/plain/run`, {})).status).toBe(403);
+    expect((await set(["nope", 1] as unknown as string[])).status).toBe(400);
+    await set(["*"]);
+    expect((await t.request("POST", `/bundles/${echo}/tools/plain/run`, {})).status).toBe(200);
+  });
+
+  it("sees a plugin changed on disk at its next use", async () => {
+    const dir = join(t.pluginsDir, echo);
+    const before = await t.request("GET", `/bundles/${echo}`);
+    const manifest = JSON.parse(readFileSync(join(dir, "plain", "manifest.json"), "utf8"));
+    writeFileSync(
+      join(dir, "plain", "manifest.json"),
+      JSON.stringify({ ...manifest, description: "Edited" }),
+    );
+    const edited = await t.request("GET", `/bundles/${echo}`);
+    expect(edited.body.tools.find((tool: { name: string }) => tool.name === "plain").description).toBe(
+      "Edited",
+    );
+    writePlugin(t.pluginsDir, echo, [{ name: "added", script: "#!/bin/sh\necho added\n" }]);
+    const added = await t.request("POST", `/bundles/${echo}/tools/added/run`, {});
+    expect(added.body).toEqual({ success: true, output: "added\n" });
+    expect(before.body.tools).toHaveLength(4);
   });
 });

@@ -1,26 +1,26 @@
 import { rmSync } from "node:fs";
-import { afterAll, describe, expect, it } from "vitest";
-import type { FakeApp, TestRunner } from "./helpers.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { chatRequestSchema, silentLogger } from "@stavrobot/common";
+import { freePort } from "@stavrobot/common/test-support";
+import type { FakeApp, TestPluginHost } from "./helpers.js";
 import {
   SECRET,
-  freePort,
   isRoot,
   makeTempRoot,
   startFakeApp,
-  startRunner,
+  startPluginHost,
   uniqueName,
   userExists,
-  waitFor,
   writePlugin,
 } from "./helpers.js";
-import { chatRequestSchema, silentLogger } from "@stavrobot/common";
 import { createIsolation, pluginUserName } from "../src/users.js";
 
-const SLOW_REPORT = `#!/bin/sh
-input=$(cat)
+/** Writes its report where published tools do: /tmp/<plugin name>/. */
+const slowReport = (plugin: string) => `#!/bin/sh
+cat >/dev/null
 sleep 0.3
-dir=$(printf '%s' "$input" | sed -n 's/.*"_output_dir":"\\([^"]*\\)".*/\\1/p')
-printf 'report body' > "$dir/report.txt"
+printf 'report body' > /tmp/${plugin}/report.txt
 echo '{"done": true}'
 `;
 
@@ -33,11 +33,11 @@ afterAll(async () => {
   for (const name of names) if (isRoot && userExists(pluginUserName(name))) await isolation.removeUser(name);
 });
 
-function asyncPlugin(t: TestRunner): string {
+function asyncPlugin(t: TestPluginHost): string {
   const name = uniqueName("async");
   names.push(name);
   writePlugin(t.pluginsDir, name, [
-    { name: "report", script: SLOW_REPORT, manifest: { async: true } },
+    { name: "report", script: slowReport(name), manifest: { async: true } },
     { name: "broken", script: "#!/bin/sh\necho 'async failure' >&2\nexit 2\n", manifest: { async: true } },
   ]);
   return name;
@@ -46,7 +46,7 @@ function asyncPlugin(t: TestRunner): string {
 describe("async tools and the outbox", () => {
   it("delivers the result once the app comes up, with files", async () => {
     const appPort = await freePort();
-    const t = await startRunner({ appUrl: `http://127.0.0.1:${appPort}` });
+    const t = await startPluginHost({ appUrl: `http://127.0.0.1:${appPort}` });
     cleanups.push(async () => {
       await t.close();
       rmSync(t.root, { recursive: true, force: true });
@@ -55,15 +55,15 @@ describe("async tools and the outbox", () => {
 
     const started = await t.request("POST", `/bundles/${name}/tools/report/run`, {});
     expect(started).toEqual({ status: 202, body: { status: "running" } });
-    await t.runner.background.idle();
-    expect(await t.runner.outbox.pending()).toHaveLength(1);
+    await t.host.background.idle();
+    expect(await t.host.outbox.pending()).toHaveLength(1);
     // Let a few deliveries fail while the app is down.
-    await new Promise((resolve) => setTimeout(resolve, 400));
-    expect(await t.runner.outbox.pending()).toHaveLength(1);
+    await sleep(400);
+    expect(await t.host.outbox.pending()).toHaveLength(1);
 
-    const app: FakeApp = await startFakeApp(appPort);
+    const app: FakeApp = await startFakeApp({ port: appPort });
     cleanups.push(() => app.close());
-    await waitFor(() => app.messages.length === 1, 10_000, "delivery");
+    await vi.waitFor(() => expect(app.messages).toHaveLength(1), 10_000);
     const [message] = app.messages;
     expect(message?.source).toBe(`plugin:${name}/report`);
     expect(message?.message).toBe(
@@ -73,19 +73,19 @@ describe("async tools and the outbox", () => {
       { filename: "report.txt", data: Buffer.from("report body").toString("base64"), mimeType: "text/plain" },
     ]);
     expect(app.authorizations[0]).toBe(`Bearer ${SECRET}`);
-    await waitFor(async () => (await t.runner.outbox.pending()).length === 0, 5_000, "outbox to empty");
+    await vi.waitFor(async () => expect(await t.host.outbox.pending()).toEqual([]), 5_000);
 
     await t.request("POST", `/bundles/${name}/tools/broken/run`, {});
-    await waitFor(() => app.messages.length === 2, 10_000, "failure delivery");
+    await vi.waitFor(() => expect(app.messages).toHaveLength(2), 10_000);
     expect(app.messages[1]?.message).toBe(
       `The run of tool "broken" (plugin "${name}") failed:\n\`\`\`\nasync failure\n\`\`\``,
     );
   });
 
   it("gives each result its own idempotency key and repeats it on every attempt", async () => {
-    const app = await startFakeApp(0, [503]);
+    const app = await startFakeApp({ statuses: [503] });
     cleanups.push(() => app.close());
-    const t = await startRunner({ appUrl: app.url });
+    const t = await startPluginHost({ appUrl: app.url });
     cleanups.push(async () => {
       await t.close();
       rmSync(t.root, { recursive: true, force: true });
@@ -94,13 +94,16 @@ describe("async tools and the outbox", () => {
 
     await t.request("POST", `/bundles/${name}/tools/report/run`, {});
     await t.request("POST", `/bundles/${name}/tools/broken/run`, {});
-    await waitFor(() => app.messages.length === 3, 10_000, "three deliveries");
-    await waitFor(async () => (await t.runner.outbox.pending()).length === 0, 5_000, "outbox to empty");
-    expect(app.answered).toEqual([503, 200, 200]);
+    await vi.waitFor(() => expect(app.messages).toHaveLength(3), 10_000);
+    await vi.waitFor(async () => expect(await t.host.outbox.pending()).toEqual([]), 5_000);
+    // Accepted as the app accepts a result: kept for its turn (`Prefer: respond-async`).
+    expect(app.answered).toEqual([503, 202, 202]);
+    expect(app.prefer).toEqual(["respond-async", "respond-async", "respond-async"]);
     for (const message of app.messages) expect(chatRequestSchema.safeParse(message).success).toBe(true);
-    const [failed, retried, other] = app.messages;
-    expect(retried?.message).toBe(failed?.message);
-    expect(other?.message).not.toBe(failed?.message);
+    // The refused one was sent again with the same key; the other has its own.
+    const failed = app.messages[0];
+    const retried = app.messages.slice(1).find((message) => message.message === failed?.message);
+    const other = app.messages.find((message) => message.message !== failed?.message);
     expect(failed?.idempotencyKey).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
     expect(retried?.idempotencyKey).toBe(failed?.idempotencyKey);
     expect(other?.idempotencyKey).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
@@ -108,50 +111,50 @@ describe("async tools and the outbox", () => {
   });
 
   it("re-sends a result with its original idempotency key after the runner restarts", async () => {
-    const app = await startFakeApp(0, Array<number>(1_000).fill(503));
+    const app = await startFakeApp({ statuses: Array<number>(1_000).fill(503) });
     cleanups.push(() => app.close());
     const root = makeTempRoot("plugin-runner-restart-key");
     cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
-    const first = await startRunner({ root, appUrl: app.url });
+    const first = await startPluginHost({ root, appUrl: app.url });
     const name = asyncPlugin(first);
     await first.request("POST", `/bundles/${name}/tools/report/run`, {});
-    await waitFor(() => app.messages.length >= 1, 10_000, "a first, refused delivery");
+    await vi.waitFor(() => expect(app.messages.length).toBeGreaterThanOrEqual(1), 10_000);
     await first.close();
     const refused = app.messages.length;
     const original = app.messages[0]?.idempotencyKey;
     expect(original).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
 
     app.statuses.length = 0;
-    const second = await startRunner({ root, appUrl: app.url });
+    const second = await startPluginHost({ root, appUrl: app.url });
     cleanups.push(() => second.close());
-    await waitFor(() => app.answered.includes(200), 10_000, "re-delivery after restart");
+    await vi.waitFor(() => expect(app.answered).toContain(202), 10_000);
     expect(app.messages).toHaveLength(refused + 1);
     expect(app.messages.map((message) => message.idempotencyKey)).toEqual(
       Array<string | undefined>(refused + 1).fill(original),
     );
-    await waitFor(async () => (await second.runner.outbox.pending()).length === 0, 5_000, "outbox to empty");
+    await vi.waitFor(async () => expect(await second.host.outbox.pending()).toEqual([]), 5_000);
   });
 
   it("re-sends undelivered results after the runner restarts", async () => {
     const appPort = await freePort();
     const root = makeTempRoot("plugin-runner-restart");
     cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
-    const first = await startRunner({ root, appUrl: `http://127.0.0.1:${appPort}` });
+    const first = await startPluginHost({ root, appUrl: `http://127.0.0.1:${appPort}` });
     const name = asyncPlugin(first);
     await first.request("POST", `/bundles/${name}/tools/report/run`, {});
-    await first.runner.background.idle();
-    expect(await first.runner.outbox.pending()).toHaveLength(1);
+    await first.host.background.idle();
+    expect(await first.host.outbox.pending()).toHaveLength(1);
     await first.close();
 
-    const app = await startFakeApp(appPort);
+    const app = await startFakeApp({ port: appPort });
     cleanups.push(() => app.close());
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     expect(app.messages).toHaveLength(0); // The stopped runner delivers nothing.
 
-    const second = await startRunner({ root, appUrl: `http://127.0.0.1:${appPort}` });
+    const second = await startPluginHost({ root, appUrl: `http://127.0.0.1:${appPort}` });
     cleanups.push(() => second.close());
-    await waitFor(() => app.messages.length === 1, 10_000, "re-delivery after restart");
+    await vi.waitFor(() => expect(app.messages).toHaveLength(1), 10_000);
     expect(app.messages[0]?.source).toBe(`plugin:${name}/report`);
-    await waitFor(async () => (await second.runner.outbox.pending()).length === 0, 5_000, "outbox to empty");
+    await vi.waitFor(async () => expect(await second.host.outbox.pending()).toEqual([]), 5_000);
   });
 });

@@ -1,17 +1,16 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { FakeApp, GitDaemon, TestRunner } from "./helpers.js";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { FakeApp, GitDaemon, TestPluginHost } from "./helpers.js";
 import {
   git,
   isRoot,
   makeTempRoot,
   startFakeApp,
   startGitDaemon,
-  startRunner,
+  startPluginHost,
   uniqueName,
   userExists,
-  waitFor,
 } from "./helpers.js";
 import { pluginUserName } from "../src/users.js";
 
@@ -57,7 +56,7 @@ function writeRepo(dir: string, spec: RepoVersion): void {
 
 let base: string;
 let daemon: GitDaemon;
-let t: TestRunner;
+let t: TestPluginHost;
 let app: FakeApp;
 const created: string[] = [];
 
@@ -66,7 +65,7 @@ beforeAll(async () => {
   mkdirSync(join(base, "repos"));
   daemon = await startGitDaemon(join(base, "repos"));
   app = await startFakeApp();
-  t = await startRunner({ appUrl: app.url });
+  t = await startPluginHost({ appUrl: app.url });
 });
 
 afterAll(async () => {
@@ -74,7 +73,7 @@ afterAll(async () => {
   await daemon?.stop();
   await app?.close();
   for (const name of created) {
-    if (isRoot && userExists(pluginUserName(name))) await t.runner.isolation.removeUser(name);
+    if (isRoot && userExists(pluginUserName(name))) await t.host.isolation.removeUser(name);
   }
   rmSync(base, { recursive: true, force: true });
   rmSync(t.root, { recursive: true, force: true });
@@ -112,7 +111,10 @@ describe("a plugin installed from a real git repository", () => {
     const dir = join(t.pluginsDir, name);
     expect(existsSync(join(dir, ".git"))).toBe(true);
     expect(readFileSync(join(dir, "init-marker"), "utf8")).toBe("v1\n");
-    expect(JSON.parse(readFileSync(join(dir, "config.json"), "utf8"))).toEqual({ units: "metric" });
+    expect(JSON.parse(readFileSync(join(dir, "config.json"), "utf8"))).toEqual({
+      units: "metric",
+      permissions: ["*"],
+    });
     expect(readdirSync(t.pluginsDir).filter((entry) => entry.startsWith(".tmp"))).toEqual([]);
     if (isRoot) {
       expect(userExists(pluginUserName(name))).toBe(true);
@@ -123,7 +125,12 @@ describe("a plugin installed from a real git repository", () => {
 
   it("lists, shows, configures and runs it", async () => {
     const list = await t.request("GET", "/bundles");
-    expect(list.body.plugins).toContainEqual({ name, description: "Weather v1", editable: false });
+    expect(list.body.plugins).toContainEqual({
+      name,
+      description: "Weather v1",
+      editable: false,
+      permissions: ["*"],
+    });
     const show = await t.request("GET", `/bundles/${name}`);
     expect(show.body.tools).toEqual([
       {
@@ -206,7 +213,8 @@ describe("install edge cases", () => {
       init: { script: "#!/bin/sh\necho 'cannot set up' >&2\nexit 1\n" },
     });
     const { status, body } = await t.request("POST", "/install", { url: daemon.url("bad-init") });
-    expect(status).toBe(500);
+    // The plugin's failure, not the runner's: 422 with what the script said.
+    expect(status).toBe(422);
     expect(body.error).toBe("Init script failed: cannot set up");
     expect(existsSync(join(t.pluginsDir, name))).toBe(false);
     expect(existsSync(join(t.cacheDir, name))).toBe(false);
@@ -242,7 +250,10 @@ describe("install edge cases", () => {
     expect(status).toBe(200);
     expect(body.init_output).toBeUndefined();
     expect(body.message).toContain("background");
-    await waitFor(() => app.messages.some((m) => m.source === `plugin:${name}/init`), 10_000, "init result");
+    await vi.waitFor(
+      () => expect(app.messages.map((m) => m.source)).toContain(`plugin:${name}/init`),
+      10_000,
+    );
     const message = app.messages.find((m) => m.source === `plugin:${name}/init`);
     expect(message?.message).toBe(
       `Init script for plugin "${name}" completed.\nInit output:\n\`\`\`\ndeps installed\n\`\`\``,

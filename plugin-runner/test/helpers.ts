@@ -1,66 +1,62 @@
 import { execFileSync, spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { Server } from "node:http";
 import { connect } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { vi } from "vitest";
 import { closeServer, listen, silentLogger } from "@stavrobot/common";
-import type { ChatRequest, Logger } from "@stavrobot/common";
-import { freePort, waitFor } from "@stavrobot/common/test-support";
+import type { Logger } from "@stavrobot/common";
+import type { JsonRequest } from "@stavrobot/common/test-support";
+import {
+  SANDBOX_MODES,
+  freePort,
+  isRoot,
+  jsonRequester,
+  makeTempRoot,
+  startFakeApp,
+  uniqueName,
+} from "@stavrobot/common/test-support";
 import type { Limits } from "../src/executor.js";
-import type { Runner } from "../src/runtime.js";
-import { createRunner } from "../src/runtime.js";
+import type { PluginHost } from "../src/host.js";
+import { createPluginHost } from "../src/host.js";
 import { buildServer } from "../src/server.js";
 
-export const isRoot = process.getuid?.() === 0;
+// What the app's tests take from here (they run the real plugin-runner through these helpers).
+export { SANDBOX_MODES, isRoot, makeTempRoot, startFakeApp, uniqueName };
+export type { FakeApp, Json } from "@stavrobot/common/test-support";
+
 export const SECRET = "test-internal-secret-0123456789";
 
-/** A temp directory plugin users can pass through (mkdtemp makes 0700 directories). */
-export function makeTempRoot(prefix: string): string {
-  const root = mkdtempSync(join(tmpdir(), `${prefix}-`));
-  chmodSync(root, 0o711);
-  return root;
-}
-
-/** Plugin names are global (they become Unix users), so every test picks unique ones. */
-export function uniqueName(prefix: string): string {
-  return `${prefix}-${randomBytes(3).toString("hex")}`;
-}
-
-/** Response bodies in tests: loosely typed so assertions stay readable. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type Json = any;
-
-export interface TestRunner {
+export interface TestPluginHost {
   url: string;
   root: string;
   pluginsDir: string;
   cacheDir: string;
   stateDir: string;
   runsDir: string;
-  runner: Runner;
-  request(
-    method: string,
-    path: string,
-    body?: unknown,
-    secret?: string,
-  ): Promise<{ status: number; body: Json }>;
+  host: PluginHost;
+  request: JsonRequest;
   /** Closes the HTTP server and stops the outbox (files stay on disk). */
   close(): Promise<void>;
 }
 
-export interface TestRunnerOptions {
+export interface TestPluginHostOptions {
   root?: string;
+  /** Run without namespaces, as where bubblewrap cannot work. */
+  plainSandbox?: boolean;
+  /** Per-plugin users; default: when the tests run as root. */
+  isolation?: boolean;
+  toolPath?: string;
   appUrl?: string;
   limits?: Partial<Limits>;
   outboxBaseDelayMs?: number;
   logger?: Logger;
 }
 
-export async function startRunner(options: TestRunnerOptions = {}): Promise<TestRunner> {
+/** The plugin-runner's real domain and routes (its `buildServer`) on a loopback port, with short timings. */
+export async function startPluginHost(options: TestPluginHostOptions = {}): Promise<TestPluginHost> {
   const root = options.root ?? makeTempRoot("plugin-runner");
   const dirs = {
     pluginsDir: join(root, "plugins"),
@@ -68,8 +64,12 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     stateDir: join(root, "state"),
     runsDir: join(root, "runs"),
   };
-  const runner = createRunner({
+  const host = createPluginHost({
     ...dirs,
+    plainSandbox: options.plainSandbox,
+    ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
+    ...(options.toolPath ? { toolEnv: { path: options.toolPath } } : {}),
+    home: process.env.HOME,
     appInternalUrl: options.appUrl ?? "http://127.0.0.1:9",
     secret: SECRET,
     logger: options.logger ?? silentLogger,
@@ -78,33 +78,19 @@ export async function startRunner(options: TestRunnerOptions = {}): Promise<Test
     outboxMaxDelayMs: 500,
     gitTimeoutMs: 30_000,
   });
-  await runner.start();
-  const server: Server = createServer(buildServer(runner.deps));
+  await host.start();
+  const server: Server = createServer(buildServer(host.deps));
   const port = await listen(server, 0);
   const url = `http://127.0.0.1:${port}`;
   return {
     url,
     root,
     ...dirs,
-    runner,
-    async request(method, path, body, secret = SECRET) {
-      const response = await fetch(url + path, {
-        method,
-        headers: { Authorization: `Bearer ${secret}`, "Content-Type": "application/json" },
-        body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-      });
-      const text = await response.text();
-      let parsed: unknown = text;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        // keep text
-      }
-      return { status: response.status, body: parsed };
-    },
+    host,
+    request: jsonRequester(url, SECRET),
     async close() {
       await closeServer(server);
-      await runner.stop();
+      await host.stop();
     },
   };
 }
@@ -149,54 +135,6 @@ export function writePlugin(
   return dir;
 }
 
-export interface FakeApp {
-  url: string;
-  port: number;
-  /** Every `POST /chat` body received, including those answered with an error. */
-  messages: ChatRequest[];
-  authorizations: (string | undefined)[];
-  /** The status answered to each request, in order. */
-  answered: number[];
-  /** Statuses to answer with, in turn, before answering 200 again; tests may refill or empty it. */
-  statuses: number[];
-  close(): Promise<void>;
-}
-
-/** A stand-in for the app's internal `POST /chat`. */
-export async function startFakeApp(port = 0, statuses: number[] = []): Promise<FakeApp> {
-  const messages: ChatRequest[] = [];
-  const authorizations: (string | undefined)[] = [];
-  const answered: number[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      if (req.method === "POST" && req.url === "/chat") {
-        authorizations.push(req.headers.authorization);
-        messages.push(JSON.parse(Buffer.concat(chunks).toString("utf8")) as ChatRequest);
-        const status = statuses.shift() ?? 200;
-        answered.push(status);
-        const body = status < 300 ? { response: "ok" } : { error: "Unavailable" };
-        res.writeHead(status, { "Content-Type": "application/json" }).end(JSON.stringify(body));
-      } else {
-        res.writeHead(404).end();
-      }
-    });
-  });
-  const bound = await listen(server, port);
-  return {
-    url: `http://127.0.0.1:${bound}`,
-    port: bound,
-    messages,
-    authorizations,
-    answered,
-    statuses,
-    close: () => closeServer(server),
-  };
-}
-
-export { freePort, waitFor };
-
 /** True when the Unix user exists. */
 export function userExists(name: string): boolean {
   try {
@@ -237,18 +175,17 @@ export async function startGitDaemon(base: string): Promise<GitDaemon> {
     ],
     { stdio: "ignore" },
   );
-  await waitFor(
+  await vi.waitFor(
     () =>
-      new Promise<boolean>((resolve) => {
+      new Promise<void>((resolve, reject) => {
         const socket = connect(port, "127.0.0.1");
         socket.once("connect", () => {
           socket.destroy();
-          resolve(true);
+          resolve();
         });
-        socket.once("error", () => resolve(false));
+        socket.once("error", reject);
       }),
-    10_000,
-    "git daemon",
+    { timeout: 10_000, interval: 50 },
   );
   return {
     port,

@@ -2,11 +2,11 @@ import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync 
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@stavrobot/common";
-import type { TestRunner } from "./helpers.js";
-import { isRoot, startRunner, uniqueName, userExists, writePlugin } from "./helpers.js";
+import type { TestPluginHost } from "./helpers.js";
+import { isRoot, startPluginHost, uniqueName, userExists, writePlugin } from "./helpers.js";
 import { pluginUserName } from "../src/users.js";
 
-let t: TestRunner;
+let t: TestPluginHost;
 const logLines: string[] = [];
 const good = uniqueName("good");
 const tools = uniqueName("tools");
@@ -14,7 +14,7 @@ const tools = uniqueName("tools");
 const OK = "#!/bin/sh\necho '{}'\n";
 
 beforeAll(async () => {
-  t = await startRunner({ logger: createLogger("test", "warn", (line) => logLines.push(line)) });
+  t = await startPluginHost({ logger: createLogger("test", "warn", (line) => logLines.push(line)) });
   writePlugin(t.pluginsDir, good, [{ name: "ok", script: OK }]);
 
   // Bundles that must be skipped without breaking the listing.
@@ -36,7 +36,8 @@ beforeAll(async () => {
     { name: "fine", script: OK },
     { name: "escape_rel", script: OK, manifest: { entrypoint: "../fine/run.sh" } },
     { name: "escape_abs", script: OK, manifest: { entrypoint: "/bin/sh" } },
-    { name: "bad_type", script: OK, manifest: { parameters: { x: { type: "object", description: "x" } } } },
+    { name: "odd_type", script: OK, manifest: { parameters: { x: { type: "object", description: "x" } } } },
+    { name: "bad_type", script: OK, manifest: { parameters: { x: { type: 42, description: "x" } } } },
     { name: "no_entry", script: OK, manifest: { entrypoint: undefined } },
     { name: "misnamed", script: OK, manifest: { name: "something_else" } },
     { name: "missing_file", script: OK, manifest: { entrypoint: "nope.sh" } },
@@ -50,7 +51,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.close();
   for (const name of [good, tools]) {
-    if (isRoot && userExists(pluginUserName(name))) await t.runner.isolation.removeUser(name);
+    if (isRoot && userExists(pluginUserName(name))) await t.host.isolation.removeUser(name);
   }
   rmSync(t.root, { recursive: true, force: true });
 });
@@ -76,7 +77,8 @@ describe("hostile bundles", () => {
 
   it("keeps only tools whose entrypoint stays inside their directory", async () => {
     const { body } = await t.request("GET", `/bundles/${tools}`);
-    expect(body.tools.map((tool: { name: string }) => tool.name)).toEqual(["fine"]);
+    // A parameter type the runner does not check is no reason to hide a tool.
+    expect(body.tools.map((tool: { name: string }) => tool.name)).toEqual(["fine", "odd_type"]);
     for (const tool of ["escape_rel", "escape_abs", "escape_link", "bad_type", "linked_tool", "misnamed"]) {
       const { status } = await t.request("POST", `/bundles/${tools}/tools/${tool}/run`, {});
       expect(status).toBe(404);
@@ -91,6 +93,8 @@ describe("hostile bundles", () => {
     );
     expect(log).toContain('tool "escape_link" skipped: entrypoint "link.sh" points outside its directory');
     expect(log).toMatch(/tool "bad_type" skipped: manifest.json is invalid: parameters.x.type/);
+    const odd = await t.request("POST", `/bundles/${tools}/tools/odd_type/run`, { x: { any: ["shape"] } });
+    expect(odd.body).toMatchObject({ success: true });
   });
 });
 

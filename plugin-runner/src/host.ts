@@ -1,0 +1,241 @@
+import { chmod, mkdir, readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  Outbox,
+  PLUGIN_NAME_PATTERN,
+  Sandbox,
+  createServiceClient,
+  errorMessage,
+  firstClosedAncestor,
+} from "@stavrobot/common";
+import type { Logger } from "@stavrobot/common";
+import { BackgroundTasks } from "./background.js";
+import type { ToolEnvConfig } from "./config.js";
+import { DEFAULT_TOOL_PATH } from "./config.js";
+import type { Limits } from "./executor.js";
+import { DEFAULT_LIMITS, Executor } from "./executor.js";
+import { InstallJobs } from "./install-jobs.js";
+import { Lifecycle } from "./lifecycle.js";
+import { PermissionStore } from "./permissions.js";
+import { PluginStore } from "./plugins.js";
+import { RunningRecords } from "./running.js";
+import type { ServerDeps } from "./server.js";
+import { ToolService } from "./tool-service.js";
+import type { Isolation } from "./users.js";
+import { createIsolation } from "./users.js";
+
+export interface PluginHostOptions {
+  pluginsDir: string;
+  cacheDir: string;
+  /** The service's private state: outbox, running records, permissions, run directories. */
+  stateDir: string;
+  /** Parent of the per-run work directories (namespaces mode); default `<stateDir>/runs`. */
+  runsDir?: string;
+  /** Plain mode: where `<plugin>` work directories live; default the real /tmp. */
+  tmpDir?: string;
+  appInternalUrl: string;
+  secret: string;
+  logger: Logger;
+  toolEnv?: ToolEnvConfig;
+  /** The service's HOME: runtimes under it are mounted for tools. */
+  home?: string;
+  limits?: Partial<Limits>;
+  /** Per-plugin users; defaults to "running as root". */
+  isolation?: boolean;
+  /** Force the plain sandbox (no namespaces). */
+  plainSandbox?: boolean;
+  /** Cache parsed manifests (default); false only to measure what the cache saves. */
+  cacheManifests?: boolean;
+  outboxBaseDelayMs?: number;
+  outboxMaxDelayMs?: number;
+  gitTimeoutMs?: number;
+}
+
+/**
+ * The plugin-runner's domain, wired: the plugin store, the executor, the lifecycle, the tool
+ * service, the outbox and the per-plugin users, ready to be put behind the routes.
+ */
+export interface PluginHost {
+  readonly deps: ServerDeps;
+  readonly outbox: Outbox;
+  readonly background: BackgroundTasks;
+  readonly isolation: Isolation;
+  readonly sandbox: Sandbox;
+  /**
+   * Prepares directories, adopts existing plugins, turns runs a previous process left unfinished
+   * into results, ends leftover plugin processes and re-sends what the outbox holds.
+   */
+  start(): Promise<void>;
+  /** Stops deliveries; pending results stay on disk for the next start. */
+  stop(): Promise<void>;
+  /** Resolves once finished runs' temporary directories are removed (done after answering). */
+  settle(): Promise<void>;
+}
+
+/** Wires the plugin-runner's parts together. Paths must be absolute. */
+export function createPluginHost(options: PluginHostOptions): PluginHost {
+  const logger = options.logger;
+  const limits: Limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const enabled = options.isolation ?? process.getuid?.() === 0;
+  const isolation = createIsolation({ enabled, logger: logger.child("users") });
+  const toolEnv = options.toolEnv ?? { path: DEFAULT_TOOL_PATH };
+  const sandbox = Sandbox.create({
+    logger: logger.child("sandbox"),
+    disableNamespaces: options.plainSandbox,
+  });
+  const runsDir = options.runsDir ?? join(options.stateDir, "runs");
+  const plugins = new PluginStore(
+    options.pluginsDir,
+    logger.child("plugins"),
+    options.cacheManifests ?? true,
+  );
+  const background = new BackgroundTasks(logger);
+  const permissions = new PermissionStore(join(options.stateDir, "permissions.json"));
+  const running = new RunningRecords(join(options.stateDir, "running"), logger.child("running"));
+  const app = createServiceClient({ baseUrl: options.appInternalUrl, bearer: options.secret });
+  const outbox = new Outbox({
+    dir: join(options.stateDir, "outbox"),
+    keyPrefix: "plugin-runner",
+    app,
+    logger: logger.child("outbox"),
+    baseDelayMs: options.outboxBaseDelayMs,
+    maxDelayMs: options.outboxMaxDelayMs,
+  });
+  const executor = new Executor({
+    cacheDir: options.cacheDir,
+    runsDir,
+    tmpDir: options.tmpDir,
+    isolation,
+    sandbox,
+    toolEnv,
+    home: options.home,
+    limits,
+    logger: logger.child("run"),
+  });
+  const gitEnv: Record<string, string> = {
+    PATH: process.env.PATH ?? DEFAULT_TOOL_PATH,
+    HOME: process.env.HOME ?? "/root",
+  };
+  if (toolEnv.sslCertFile) gitEnv.SSL_CERT_FILE = toolEnv.sslCertFile;
+  const lifecycle = new Lifecycle({
+    pluginsDir: options.pluginsDir,
+    cacheDir: options.cacheDir,
+    plugins,
+    executor,
+    isolation,
+    outbox,
+    running,
+    permissions,
+    background,
+    logger: logger.child("lifecycle"),
+    gitEnv,
+    gitTimeoutMs: options.gitTimeoutMs ?? 120_000,
+  });
+  const tools = new ToolService({
+    plugins,
+    executor,
+    outbox,
+    running,
+    permissions,
+    background,
+    logger: logger.child("tools"),
+  });
+  const installJobs = new InstallJobs({
+    installer: lifecycle,
+    background,
+    logger: logger.child("install-jobs"),
+  });
+  const deps: ServerDeps = {
+    secret: options.secret,
+    logger,
+    plugins,
+    tools,
+    lifecycle,
+    installJobs,
+    permissions,
+    sandbox: sandbox.status,
+  };
+
+  return {
+    deps,
+    outbox,
+    background,
+    isolation,
+    sandbox,
+    async start() {
+      const { pluginsDir, cacheDir, stateDir } = options;
+      // Modes are set explicitly: the process umask may be anything (the app's is 077).
+      await mkdir(stateDir, { recursive: true, mode: 0o700 });
+      await chmod(stateDir, 0o700);
+      await mkdir(runsDir, { recursive: true, mode: 0o700 });
+      await chmod(runsDir, 0o700);
+      for (const dir of [pluginsDir, cacheDir]) {
+        await mkdir(dir, { recursive: true, mode: 0o711 });
+        // Plain mode: plugin users pass through to their own directory but cannot list the others.
+        await chmod(dir, enabled ? 0o711 : 0o700);
+      }
+      // Plain mode uses the real paths: plugin users must be able to walk down to them.
+      if (enabled && sandbox.mode === "plain") {
+        for (const dir of [pluginsDir, cacheDir]) await warnIfUnreachable(dir, logger);
+      }
+      if (!enabled) {
+        logger.warn(
+          "Per-plugin users are OFF: the runner is not root, so every plugin runs as the current user. " +
+            (sandbox.mode === "namespaces"
+              ? "Each run still sees only its own plugin's files."
+              : "Plugins can read each other's files and configuration.") +
+            " Run the runner as root (as the container does) for per-plugin users.",
+        );
+      }
+      await removeEntries(pluginsDir, (name) => name.startsWith(".tmp-install-"));
+      await removeEntries(runsDir, () => true);
+      await permissions.load();
+      const adopted = await adoptPlugins(pluginsDir, lifecycle, logger);
+      // Whatever a previous process left running (detached processes, cut-off async runs) ends now.
+      await isolation.killProcessesOf(adopted);
+      await outbox.start();
+      const interrupted = await running.recover(outbox);
+      if (interrupted.length > 0)
+        logger.warn("background runs were cut off by a restart", { plugins: interrupted });
+    },
+    async stop() {
+      await outbox.stop();
+      await executor.settle();
+    },
+    settle: () => executor.settle(),
+  };
+}
+
+/** Plugin users need execute permission on every parent of the plugin and cache directories. */
+async function warnIfUnreachable(dir: string, logger: Logger): Promise<void> {
+  const closed = await firstClosedAncestor(dir);
+  if (!closed) return;
+  logger.error(
+    `plugin users cannot reach ${dir}: ${closed} is not searchable by other users, and without ` +
+      `bubblewrap tools run on the real paths, so they will fail to start. Install bubblewrap, put the ` +
+      `data directory somewhere others can traverse (DATA_DIR, or PLUGINS_DIR / PLUGIN_CACHE_DIR), ` +
+      `or run: chmod o+x ${closed}`,
+  );
+}
+
+async function removeEntries(dir: string, match: (name: string) => boolean): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    if (match(name)) await rm(join(dir, name), { recursive: true, force: true });
+  }
+}
+
+/** Plugins copied in by hand, or from before a restart: each gets its user, its files and its permissions. */
+async function adoptPlugins(pluginsDir: string, lifecycle: Lifecycle, logger: Logger): Promise<string[]> {
+  const entries = await readdir(pluginsDir, { withFileTypes: true });
+  const names: string[] = [];
+  for (const entry of entries) {
+    if (!entry.isDirectory() || !PLUGIN_NAME_PATTERN.test(entry.name)) continue;
+    names.push(entry.name);
+    try {
+      await lifecycle.adopt(entry.name);
+    } catch (error) {
+      logger.error("could not prepare plugin", { plugin: entry.name, error: errorMessage(error) });
+    }
+  }
+  return names;
+}
