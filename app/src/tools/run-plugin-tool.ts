@@ -5,14 +5,17 @@ import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
 import {
+  PLUGIN_FILES_LIMIT_BYTES,
   PLUGIN_NAME_PATTERN,
   ServiceError,
-  runToolFailureSchema,
+  errorBodyText,
   runToolResponseSchema,
+  toSafeFilename,
 } from "@stavrobot/common";
 import type { RunToolSuccess, ServiceClient, ToolSummary, TransportedFile } from "@stavrobot/common";
-import { errorText, fence } from "../plugins/runner-call.js";
-import { BundleDetailCache } from "../plugins/detail-cache.js";
+import { fence } from "../plugins/plugin-runner-call.js";
+import { PluginDetailCache } from "../plugins/detail-cache.js";
+import { visibleDetail } from "../plugins/visible.js";
 import { RESULT_LIMIT_BYTES, ToolError, capText, textResult } from "./result.js";
 
 const parameters = Type.Object({
@@ -28,16 +31,16 @@ const parameters = Type.Object({
 
 /** Sync tools may take 30 s on the runner; leave room for the transfer on top. */
 const RUN_TIMEOUT_MS = 90_000;
-const MAX_INPUT_FILE_BYTES = 25 * 1024 * 1024;
+const MAX_INPUT_FILE_BYTES = PLUGIN_FILES_LIMIT_BYTES;
 
 export function createRunPluginTool(deps: {
   pluginRunner: ServiceClient;
   filesDir: string;
   /** Shared with manage_plugins, which forgets a plugin whenever it changes it. */
-  details?: BundleDetailCache;
+  details?: PluginDetailCache;
 }): AgentTool<typeof parameters> {
-  const runner = deps.pluginRunner;
-  const details = deps.details ?? new BundleDetailCache(runner);
+  const { pluginRunner } = deps;
+  const details = deps.details ?? new PluginDetailCache(pluginRunner);
   return {
     name: "run_plugin_tool",
     label: "Run plugin tool",
@@ -48,10 +51,12 @@ export function createRunPluginTool(deps: {
     async execute(_id, params, signal) {
       const plugin = params.plugin.trim();
       if (!PLUGIN_NAME_PATTERN.test(plugin)) throw new ToolError(`Plugin '${plugin}' not found.`);
-      let detail = await details.get(plugin, signal);
-      if (!detail.tools.some((candidate) => candidate.name === params.tool)) {
-        detail = await details.get(plugin, signal, true);
+      let detail = visibleDetail(await details.get(plugin, signal));
+      if (!detail?.tools.some((candidate) => candidate.name === params.tool)) {
+        // Changed since it was cached (updated, re-permitted)? Ask once more before saying no.
+        detail = visibleDetail(await details.get(plugin, signal, true));
       }
+      if (!detail) throw new ToolError(`Plugin '${plugin}' not found.`);
       const tool = detail.tools.find((candidate) => candidate.name === params.tool);
       if (!tool) {
         const available = detail.tools.map((candidate) => candidate.name).join(", ") || "(none)";
@@ -63,22 +68,23 @@ export function createRunPluginTool(deps: {
       const head = `The run of tool "${tool.name}" (plugin "${plugin}")`;
       let answer;
       try {
-        answer = await runner.request(
+        answer = await pluginRunner.request(
           "POST",
           `/bundles/${plugin}/tools/${encodeURIComponent(tool.name)}/run`,
-          {
-            body: input,
-            schema: runToolResponseSchema,
-            retries: 0,
-            timeoutMs: RUN_TIMEOUT_MS,
-            signal,
-          },
+          { body: input, schema: runToolResponseSchema, timeoutMs: RUN_TIMEOUT_MS, signal },
         );
       } catch (error) {
         if (error instanceof ServiceError) {
-          const failure = runToolFailureSchema.safeParse(error.body);
-          if (failure.success) throw new ToolError(`${head} failed:\n${fence(failure.data.error)}`);
-          const text = errorText(error.body);
+          // The owner changed the permissions since this detail was read.
+          if (error.status === 403) {
+            details.forget(plugin);
+            throw new ToolError(
+              errorBodyText(error.body) === "Plugin is disabled"
+                ? `Plugin '${plugin}' not found.`
+                : `Tool '${tool.name}' not found on plugin '${plugin}'.`,
+            );
+          }
+          const text = errorBodyText(error.body);
           if (text) throw new ToolError(text);
           if (error.status === undefined)
             throw new ToolError(`The plugin runner is unreachable: ${error.message}`);
@@ -88,9 +94,11 @@ export function createRunPluginTool(deps: {
       const data = answer.data;
       if ("status" in data) {
         return textResult(
-          `Tool "${tool.name}" of plugin "${plugin}" is running asynchronously; the result will arrive as a new message when it completes.`,
+          `Tool "${tool.name}" (plugin "${plugin}") is running asynchronously. The result will arrive when it completes.`,
         );
       }
+      if (!data.success)
+        throw new ToolError(`${head} failed:\n${fence(capText(data.error, RESULT_LIMIT_BYTES, ""))}`);
       // "plugin_output" cannot be a plugin name (no underscores), so it never meets "uploads".
       return textResult(await describeSuccess(head, data, join(deps.filesDir, "plugin_output", plugin)));
     },
@@ -164,7 +172,7 @@ async function saveFiles(files: TransportedFile[], dir: string): Promise<{ path:
   await mkdir(dir, { recursive: true });
   const saved: { path: string; size: number }[] = [];
   for (const file of files) {
-    const name = safeName(file.filename);
+    const name = toSafeFilename(file.filename, "output");
     const data = Buffer.from(file.data, "base64");
     const path = join(dir, name);
     const temp = join(dir, `.tmp-${randomUUID()}`);
@@ -173,10 +181,4 @@ async function saveFiles(files: TransportedFile[], dir: string): Promise<{ path:
     saved.push({ path, size: data.length });
   }
   return saved;
-}
-
-function safeName(filename: string): string {
-  // eslint-disable-next-line no-control-regex
-  const name = basename(filename.replaceAll("\\", "/")).replace(/[\x00-\x1f]/g, "");
-  return name === "" || name === "." || name === ".." ? "output" : name;
 }

@@ -1,0 +1,137 @@
+import type { AgentTool } from "@mariozechner/pi-agent-core";
+import { Type } from "@mariozechner/pi-ai";
+import { encode } from "@toon-format/toon";
+import type { Queryable } from "../db/database.js";
+import { RESULT_LIMIT_BYTES, capText, textResult } from "./result.js";
+
+const parameters = Type.Object({
+  query: Type.String({ description: "Words to look for." }),
+  limit: Type.Optional(Type.Integer({ description: "Messages to return, default 10, at most 20." })),
+});
+
+/** The app's own tables are searched through the conversation, not as data tables. */
+const INTERNAL_TABLES = new Set([
+  "inbox",
+  "messages",
+  "compactions",
+  "schema_version",
+  "deliveries",
+  "usage",
+  "allowlist",
+  "cron_entries",
+  "pages",
+]);
+const MAX_TABLE_ROWS = 5;
+const SNIPPET_CHARS = 300;
+
+/**
+ * Full-text search (PostgreSQL, English configuration) over the whole conversation history,
+ * compacted-away messages included, and over the text columns of the tables the assistant and
+ * the owner keep (memories, scratchpad, anything made with execute_sql). The messages search uses
+ * the `messages_search` GIN index, so it stays fast with a million stored messages.
+ */
+export function createDbSearchTool(deps: { db: Queryable }): AgentTool<typeof parameters> {
+  const { db } = deps;
+  return {
+    name: "db_search",
+    label: "Search",
+    description: "Full-text search over the whole conversation history and your tables.",
+    parameters,
+    async execute(_id, params) {
+      const query = params.query.trim();
+      if (!query) return textResult('No results found for "".');
+      const limit = Math.min(Math.max(params.limit ?? 10, 1), 20);
+      const parts: string[] = [];
+      let tableRows = 0;
+      for (const table of await searchableTables(db)) {
+        if (tableRows >= MAX_TABLE_ROWS) break;
+        const document = table.columns
+          .map((column) => `coalesce(${quote(column)}::text, '')`)
+          .join(" || ' ' || ");
+        const order = table.hasCreatedAt ? "ORDER BY created_at DESC" : "";
+        const result = await db.query<Record<string, unknown>>(
+          `SELECT * FROM ${quote(table.name)}
+           WHERE to_tsvector('english', ${document}) @@ plainto_tsquery('english', $1) ${order} LIMIT $2`,
+          [query, MAX_TABLE_ROWS - tableRows],
+        );
+        if (result.rows.length === 0) continue;
+        tableRows += result.rows.length;
+        parts.push(
+          `Table: ${table.name} (${result.rows.length} match(es))\n${encode({ rows: result.rows.map(plain) })}`,
+        );
+      }
+      const messages = await db.query<{
+        id: number;
+        role: string;
+        created_at: Date | string;
+        search_text: string;
+      }>(
+        `SELECT id, role, created_at, search_text FROM messages
+         WHERE to_tsvector('english', coalesce(search_text, '')) @@ plainto_tsquery('english', $1)
+         ORDER BY id DESC LIMIT $2`,
+        [query, limit],
+      );
+      if (messages.rows.length > 0) {
+        const lines = messages.rows.map(
+          (row) =>
+            `[id:${row.id}] [${new Date(row.created_at).toISOString()}] ${row.role}: ${snippet(row.search_text, query)}`,
+        );
+        parts.push(`Messages (${messages.rows.length} match(es)):\n${lines.join("\n")}`);
+      }
+      if (parts.length === 0) return textResult(`No results found for "${query}".`);
+      return textResult(capText(parts.join("\n\n"), RESULT_LIMIT_BYTES, "Search for something narrower."));
+    },
+  };
+}
+
+async function searchableTables(
+  db: Queryable,
+): Promise<{ name: string; columns: string[]; hasCreatedAt: boolean }[]> {
+  const result = await db.query<{ table_name: string; column_name: string; data_type: string }>(
+    `SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c
+     JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+     WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE' ORDER BY c.table_name, c.ordinal_position`,
+  );
+  const tables = new Map<string, { name: string; columns: string[]; hasCreatedAt: boolean }>();
+  for (const row of result.rows) {
+    if (INTERNAL_TABLES.has(row.table_name)) continue;
+    const table = tables.get(row.table_name) ?? { name: row.table_name, columns: [], hasCreatedAt: false };
+    if (["text", "character varying", "character"].includes(row.data_type))
+      table.columns.push(row.column_name);
+    if (row.column_name === "created_at") table.hasCreatedAt = true;
+    tables.set(row.table_name, table);
+  }
+  return [...tables.values()].filter((table) => table.columns.length > 0);
+}
+
+function quote(identifier: string): string {
+  return `"${identifier.replaceAll('"', '""')}"`;
+}
+
+/** A window of the text around the first word of the query that appears in it. */
+function snippet(text: string, query: string): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  if (flat.length <= SNIPPET_CHARS) return flat;
+  const lower = flat.toLowerCase();
+  const hit = query
+    .toLowerCase()
+    .split(/\s+/)
+    .map((word) => lower.indexOf(word))
+    .filter((index) => index >= 0)
+    .sort((a, b) => a - b)[0];
+  const start = Math.max(0, (hit ?? 0) - SNIPPET_CHARS / 3);
+  return `${start > 0 ? "…" : ""}${flat.slice(start, start + SNIPPET_CHARS)}…`;
+}
+
+function plain(row: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(row).map(([key, value]) => [
+      key,
+      value instanceof Date
+        ? value.toISOString()
+        : value instanceof Uint8Array
+          ? `<${value.length} bytes>`
+          : value,
+    ]),
+  );
+}

@@ -1,0 +1,84 @@
+import type { ServiceClient } from "@stavrobot/common";
+import type { AppConfig } from "../config.js";
+import type { Database } from "../db/database.js";
+import type { FileAreas } from "../files/areas.js";
+import type { PluginDetailCache } from "../plugins/detail-cache.js";
+import type { ManageCronDeps } from "./manage-cron.js";
+import { createDbSearchTool } from "./db-search.js";
+import { createExecuteSqlTool } from "./execute-sql.js";
+import { createManageCronTool } from "./manage-cron.js";
+import { createManageFilesTool } from "./manage-files.js";
+import { createManageKnowledgeTool } from "./manage-knowledge.js";
+import { createManagePagesTool } from "./manage-pages.js";
+import { createManagePluginsTool } from "./manage-plugins.js";
+import { createManageUploadsTool } from "./manage-uploads.js";
+import { createRunPluginTool } from "./run-plugin-tool.js";
+import { createRunPythonTool } from "./run-python.js";
+import { createRequestCodingTaskTool } from "./request-coding-task.js";
+import { createTextToSpeechTool } from "./text-to-speech.js";
+import { createWebFetchTool } from "./web-fetch.js";
+import { createWebSearchTool } from "./web-search.js";
+import { createSendMessageTool, type SendToolDeps } from "./send-message.js";
+import type { AnyAgentTool } from "./result.js";
+import type { ModelCallMeter } from "./anthropic-messages.js";
+
+export interface ToolContext {
+  config: Readonly<AppConfig>;
+  db: Database;
+  areas: FileAreas;
+  timezone: string;
+  publicHostname: string;
+  pluginRunner: ServiceClient;
+  pythonRunner: ServiceClient;
+  coder: ServiceClient;
+  details: PluginDetailCache;
+  scheduler: ManageCronDeps["scheduler"];
+  /** What the send tools share (each channel's tool exists only when the channel is configured). */
+  messaging: Omit<SendToolDeps, "channel" | "owner">;
+  /** Budget checks and usage records for tools that call a model of their own. */
+  modelCallMeter?: (kind: "web_search" | "web_fetch") => ModelCallMeter;
+  /** The owner's identity per channel (from `[owner]`). */
+  ownerIds: { telegram?: string | undefined; signal?: string | undefined };
+}
+
+/**
+ * The tools the model gets in this configuration: the always-available ones, and each
+ * conditional one only when its section is configured (so the prompt and the tool list never
+ * promise what is not there).
+ */
+export function buildTools(ctx: ToolContext): AnyAgentTool[] {
+  const { config, db, areas } = ctx;
+  const conditional: AnyAgentTool[] = [];
+  if (config.webSearch) {
+    conditional.push(createWebSearchTool({ ...config.webSearch, meter: ctx.modelCallMeter?.("web_search") }));
+  }
+  if (config.webFetch) {
+    conditional.push(createWebFetchTool({ ...config.webFetch, meter: ctx.modelCallMeter?.("web_fetch") }));
+  }
+  if (config.tts) conditional.push(createTextToSpeechTool({ ...config.tts, filesDir: areas.root }));
+  for (const channel of ["signal", "telegram"] as const) {
+    if (!config[channel]) continue;
+    const owner = { name: config.owner?.name, id: ctx.ownerIds[channel] };
+    conditional.push(createSendMessageTool({ ...ctx.messaging, channel, owner }));
+  }
+  if (config.coder) {
+    conditional.push(createRequestCodingTaskTool({ coder: ctx.coder, pluginRunner: ctx.pluginRunner }));
+  }
+  return [
+    createExecuteSqlTool({ db }),
+    createManageKnowledgeTool({ db }),
+    createDbSearchTool({ db }),
+    createManageCronTool({ db, timezone: ctx.timezone, scheduler: ctx.scheduler }),
+    createManagePagesTool({ db, publicHostname: ctx.publicHostname }),
+    createManageFilesTool({ areas }),
+    createManageUploadsTool({ areas }),
+    createManagePluginsTool({
+      pluginRunner: ctx.pluginRunner,
+      details: ctx.details,
+      canCreate: config.coder !== undefined,
+    }),
+    createRunPluginTool({ pluginRunner: ctx.pluginRunner, filesDir: areas.root, details: ctx.details }),
+    createRunPythonTool({ pythonRunner: ctx.pythonRunner, filesDir: areas.root }),
+    ...conditional,
+  ];
+}

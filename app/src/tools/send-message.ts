@@ -1,0 +1,175 @@
+import type { AgentTool } from "@mariozechner/pi-agent-core";
+import { Type } from "@mariozechner/pi-ai";
+import { lstat } from "node:fs/promises";
+import { SIGNAL_ATTACHMENT_LIMIT_BYTES } from "@stavrobot/common";
+import type { Allowlist } from "../allowlist/allowlist.js";
+import { normalizeIdentifier } from "../allowlist/allowlist.js";
+import type { Channel } from "../audience.js";
+import { composeDeliveries, type OutboxFiles } from "../delivery/compose.js";
+import type { DeliveryStore } from "../delivery/store.js";
+import type { DeliveryWorker, SendResult } from "../delivery/worker.js";
+import { FileAreaError, type FileAreas } from "../files/areas.js";
+import { ToolError, textResult } from "./result.js";
+
+const parameters = Type.Object({
+  recipient: Type.String({
+    description: "The owner's name, or a chat id / phone number on the allowlist.",
+  }),
+  message: Type.Optional(Type.String({ description: "The text, in Markdown." })),
+  attachmentPath: Type.Optional(
+    Type.String({
+      description: "A file to send (a path in the file areas, e.g. from manage_files or a tool's output).",
+    }),
+  ),
+});
+
+interface ChannelInfo {
+  title: string;
+  /** What an identifier looks like, for error messages. */
+  idDescription: string;
+  isId: (text: string) => boolean;
+  /** The largest file the channel takes. */
+  maxAttachmentBytes: number;
+}
+
+const CHANNELS: Record<Channel, ChannelInfo> = {
+  telegram: {
+    title: "Telegram",
+    idDescription: "numeric chat id",
+    isId: (text) => /^-?\d{1,20}$/.test(text),
+    maxAttachmentBytes: 50 * 1024 * 1024,
+  },
+  signal: {
+    title: "Signal",
+    idDescription: "phone number in international form (+15555550123)",
+    isId: (text) => /^\+[1-9]\d{1,14}$/.test(text),
+    maxAttachmentBytes: SIGNAL_ATTACHMENT_LIMIT_BYTES,
+  },
+};
+
+/** How long a send tool waits for the first attempt before reporting the message as queued. */
+const FIRST_ATTEMPT_WAIT_MS = 20_000;
+
+export interface SendToolDeps {
+  channel: Channel;
+  allowlist: Allowlist;
+  owner: { name: string | undefined; id: string | undefined };
+  areas: FileAreas;
+  outboxFiles: OutboxFiles;
+  store: DeliveryStore;
+  worker: DeliveryWorker;
+  /** The inbox id of the running turn (ties the sends to it: the turn then owes no fallback answer). */
+  currentInboxId: () => number | undefined;
+}
+
+/**
+ * `send_telegram_message` / `send_signal_message`: the only way an answer reaches someone on a
+ * channel. Recipients are the owner (by name) or identifiers on the allowlist, files come from the
+ * file areas only, and every message goes through the delivery outbox: it is attempted at once,
+ * and if the channel is down it is kept and retried, so the tool never loses it.
+ */
+export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof parameters> {
+  const info = CHANNELS[deps.channel];
+  return {
+    name: `send_${deps.channel}_message`,
+    label: `Send ${info.title} message`,
+    description:
+      `Send a ${info.title} message (Markdown text and/or a file) to the owner or to someone on the ${info.title} allowlist. ` +
+      `When a message came from ${info.title}, this is how you answer it: your text reply is not delivered there.`,
+    parameters,
+    async execute(toolCallId, params) {
+      const message = params.message?.trim() ? params.message : undefined;
+      if (!message && !params.attachmentPath?.trim()) {
+        throw new ToolError("At least one of 'message' or 'attachmentPath' must be present.");
+      }
+      const { id, label } = resolveRecipient(params.recipient, deps, info);
+      if (!(await deps.allowlist.isAllowed(deps.channel, id))) {
+        throw new ToolError(
+          `${id} is not on the ${info.title} allowlist, so it cannot be messaged. Only the owner can add it (Settings → Allowlist).`,
+        );
+      }
+      const attachment = params.attachmentPath?.trim()
+        ? await deps.outboxFiles.take(await locateFile(params.attachmentPath, deps.areas, info))
+        : undefined;
+      const inboxId = deps.currentInboxId();
+      const added = await deps.store.add(
+        composeDeliveries(deps.channel, { markdown: message, attachment }).map((payload, index) => ({
+          channel: deps.channel,
+          recipient: id,
+          payload,
+          key: `send:${inboxId ?? "none"}:${toolCallId}:${index}`,
+          inboxId: inboxId ?? null,
+        })),
+      );
+      if (added.length === 0) {
+        if (attachment) await deps.outboxFiles.discard(attachment.path);
+        return textResult(`This message to ${label} was already sent.`);
+      }
+      const results = await deps.worker.attemptSoon(
+        added.map((delivery) => delivery.id),
+        FIRST_ATTEMPT_WAIT_MS,
+      );
+      return report(results, label, info.title);
+    },
+  };
+}
+
+function resolveRecipient(
+  recipient: string,
+  deps: SendToolDeps,
+  info: ChannelInfo,
+): { id: string; label: string } {
+  // Invisible characters (copied from a contact card) and spaces in phone numbers are not part of the id.
+  const text = recipient.replace(/[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g, "").trim();
+  const owner = deps.owner;
+  if (text.toLowerCase() === "owner" || (owner.name && text.toLowerCase() === owner.name.toLowerCase())) {
+    if (!owner.id) {
+      throw new ToolError(
+        `The owner has no ${info.title} identity configured ([owner] ${deps.channel} in config.toml), so they cannot be reached on ${info.title}.`,
+      );
+    }
+    return { id: owner.id, label: owner.name ?? "the owner" };
+  }
+  const compact = deps.channel === "signal" ? text.replace(/[\s().-]/g, "") : text;
+  if (!info.isId(compact)) {
+    throw new ToolError(
+      `Unknown recipient "${recipient}". Use the owner's name${owner.name ? ` ("${owner.name}")` : ""} or a ${info.idDescription} on the allowlist.`,
+    );
+  }
+  const id = normalizeIdentifier(deps.channel, compact);
+  return { id, label: id === owner.id && owner.name ? owner.name : id };
+}
+
+async function locateFile(path: string, areas: FileAreas, info: ChannelInfo): Promise<string> {
+  let resolved: string;
+  try {
+    resolved = await areas.resolve(path);
+  } catch (error) {
+    if (error instanceof FileAreaError) throw new ToolError(error.message);
+    throw error;
+  }
+  const stat = await lstat(resolved).catch(() => undefined);
+  if (!stat?.isFile()) throw new ToolError(`File not found: ${path}`);
+  if (stat.size > info.maxAttachmentBytes) {
+    throw new ToolError(
+      `${path} is too large for ${info.title} (at most ${info.maxAttachmentBytes / 1024 / 1024} MB).`,
+    );
+  }
+  return resolved;
+}
+
+function report(
+  results: (SendResult | undefined)[],
+  label: string,
+  title: string,
+): ReturnType<typeof textResult> {
+  const refused = results.find((result) => result && !result.ok && !result.retry);
+  if (refused && !refused.ok)
+    throw new ToolError(`${title} refused the message to ${label}: ${refused.error}`);
+  if (results.every((result) => result?.ok)) return textResult(`Message sent to ${label} on ${title}.`);
+  const problem = results.find((result) => result && !result.ok);
+  const why = problem && !problem.ok ? ` (${problem.error})` : "";
+  return textResult(
+    `${title} did not take the message to ${label} yet${why}. It is queued and will be sent automatically when ${title} is reachable; do not send it again.`,
+  );
+}
