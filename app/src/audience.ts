@@ -1,0 +1,91 @@
+/**
+ * Who a turn answers. A person's message is answered where it came from; a turn no person started
+ * (a plugin's async result, a cron entry, the coder, an upload) answers the owner: on their first
+ * push channel when they have one, else on their console (the next CLI or web reply shows it).
+ */
+
+/** Channels the assistant pushes messages to. */
+export type Channel = "telegram" | "signal";
+
+/** Sources through which people (the owner, or allowed others) write from their phone. */
+export const CHANNEL_SOURCES: readonly Channel[] = ["signal", "telegram"];
+
+export type Destination = { kind: "channel"; channel: Channel; recipient: string } | { kind: "console" };
+
+/** The owner's identities on the channels that are configured, in the order they are preferred. */
+export interface OwnerContact {
+  telegram?: string | undefined;
+  signal?: string | undefined;
+}
+
+export const CONSOLE: Destination = { kind: "console" };
+
+export function isChannel(source: string | null): source is Channel {
+  return source !== null && (CHANNEL_SOURCES as readonly string[]).includes(source);
+}
+
+/** The owner at a terminal or the web UI (no source means the CLI). */
+export function isOwnerConsole(source: string | null): boolean {
+  return source === null || source === "cli" || source === "web";
+}
+
+/** Sources that are services acting on their own: nobody waits for their answer. */
+export function startedByNobody(source: string | null): boolean {
+  return (
+    source === "cron" ||
+    source === "coder" ||
+    source === "upload" ||
+    source === "agent" ||
+    (source?.startsWith("plugin:") ?? false)
+  );
+}
+
+/** Where the owner is reached when they did not just write: Telegram first, then Signal. */
+export function ownerDestination(owner: OwnerContact): Destination {
+  if (owner.telegram) return { kind: "channel", channel: "telegram", recipient: owner.telegram };
+  if (owner.signal) return { kind: "channel", channel: "signal", recipient: owner.signal };
+  return CONSOLE;
+}
+
+/** Where the answer to a message from `source`/`sender` goes. */
+export function destinationFor(
+  entry: { source: string | null; sender: string | null },
+  owner: OwnerContact,
+): Destination {
+  if (isChannel(entry.source) && entry.sender) {
+    return { kind: "channel", channel: entry.source, recipient: entry.sender };
+  }
+  if (startedByNobody(entry.source)) return ownerDestination(owner);
+  // The owner's console, or a caller that waited for the reply over HTTP; a reply nobody received
+  // is shown with the owner's next console reply.
+  return CONSOLE;
+}
+
+export function sameDestination(a: Destination, b: Destination): boolean {
+  if (a.kind === "console" || b.kind === "console") return a.kind === b.kind;
+  return a.channel === b.channel && a.recipient === b.recipient;
+}
+
+/** Whether this message is the owner talking: from their console, or from one of their own identities. */
+export function isOwnerMessage(
+  entry: { source: string | null; sender: string | null },
+  owner: OwnerContact,
+): boolean {
+  if (isOwnerConsole(entry.source)) return true;
+  return isChannel(entry.source) && entry.sender !== null && owner[entry.source] === entry.sender;
+}
+
+/**
+ * The owner's new message may steer the running turn only if that turn is an owner conversation
+ * answered where the owner is now writing. Anything else (a plugin's result running, someone
+ * else's message, the owner writing from another channel) waits for its own turn, so its reply is
+ * never swallowed by a turn whose answer goes elsewhere.
+ */
+export function maySteer(
+  running: { source: string | null; sender: string | null },
+  incoming: { source: string | null; sender: string | null },
+  owner: OwnerContact,
+): boolean {
+  if (!isOwnerMessage(running, owner) || !isOwnerMessage(incoming, owner)) return false;
+  return sameDestination(destinationFor(running, owner), destinationFor(incoming, owner));
+}

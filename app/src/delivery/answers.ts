@@ -1,0 +1,86 @@
+import { errorMessage, type Logger } from "@stavrobot/common";
+import { destinationFor, type OwnerContact } from "../audience.js";
+import type { InboxEntry, InboxStore } from "../db/inbox.js";
+import { ABORTED_REPLY, EMPTY_REPLY } from "../queue.js";
+import { composeDeliveries } from "./compose.js";
+import type { DeliveryStore } from "./store.js";
+import type { DeliveryWorker } from "./worker.js";
+
+/** How a turn ended, as its audience should hear it. */
+export interface Answer {
+  kind: "reply" | "error" | "aborted";
+  /** The reply's text (empty when the turn ended without one) or the error's message. */
+  text: string;
+}
+
+export interface AnswerDeps {
+  inbox: InboxStore;
+  store: DeliveryStore;
+  worker: DeliveryWorker;
+  owner: OwnerContact;
+  logger: Logger;
+}
+
+/**
+ * Takes each finished turn's answer to its audience. On a console (the CLI, the web) the answer
+ * is the HTTP reply, or waits for the owner's next one. On Telegram and Signal the agent answers
+ * with the send tools; if it sent nothing to that person during the turn, its final text goes
+ * anyway, and a failed turn's error always does. Each goes into the delivery outbox under a key
+ * made from the inbox id, so handing over an answer twice (after a crash) queues it once.
+ */
+export class AnswerDelivery {
+  constructor(private readonly deps: AnswerDeps) {}
+
+  async deliver(entry: Pick<InboxEntry, "id" | "source" | "sender">, answer: Answer): Promise<void> {
+    const { inbox, store, worker, owner } = this.deps;
+    const destination = destinationFor(entry, owner);
+    if (destination.kind === "console") {
+      inbox.noteUnseen(entry.id);
+      return;
+    }
+    const { channel, recipient } = destination;
+    const quiet =
+      answer.kind === "aborted" ||
+      (answer.kind === "reply" &&
+        (!answer.text.trim() || (await store.sentDuringTurn(entry.id, channel, recipient))));
+    if (!quiet) {
+      const kind = answer.kind === "error" ? "error" : "answer";
+      const payloads = composeDeliveries(channel, { markdown: answer.text });
+      await store.add(
+        payloads.map((payload, index) => ({
+          channel,
+          recipient,
+          payload,
+          key: `${kind}:${entry.id}:${index}`,
+          inboxId: entry.id,
+        })),
+      );
+      void worker.kick();
+    }
+    // Queued (or nothing to say): the console must not show it again.
+    await inbox.markDelivered([entry.id]);
+  }
+
+  /**
+   * At start-up: answers of turns that finished just before a crash, before they were handed to
+   * the outbox. Only recent ones: older console replies simply wait for the owner.
+   */
+  async recover(): Promise<number> {
+    let handed = 0;
+    for (const entry of await this.deps.inbox.recentUndelivered(200)) {
+      if (destinationFor(entry, this.deps.owner).kind === "console") continue;
+      try {
+        const kind =
+          entry.status === "failed" ? "error" : entry.response === ABORTED_REPLY ? "aborted" : "reply";
+        await this.deliver(entry, { kind, text: entry.response === EMPTY_REPLY ? "" : entry.response });
+        handed++;
+      } catch (error) {
+        this.deps.logger.error("could not hand over an earlier answer", {
+          id: entry.id,
+          error: errorMessage(error),
+        });
+      }
+    }
+    return handed;
+  }
+}

@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { silentLogger } from "@stavrobot/common";
+import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
+import { openDatabase, type Database } from "../db/database.js";
+import { InboxStore } from "../db/inbox.js";
+import { migrate } from "../db/migrations.js";
+import { AnswerDelivery } from "./answers.js";
+import { composeDeliveries, OutboxFiles } from "./compose.js";
+import { DeliveryStore, type Delivery } from "./store.js";
+import { DeliveryWorker, type SendResult } from "./worker.js";
+
+let database: TestDatabase;
+let dir: string;
+let db: Database;
+let store: DeliveryStore;
+let inbox: InboxStore;
+
+/** A channel that records what it sends and answers from a script (ok when the script is empty). */
+class ScriptedChannel {
+  sent: string[] = [];
+  script: SendResult[] = [];
+  async send(delivery: Delivery): Promise<SendResult> {
+    const result = this.script.shift() ?? { ok: true };
+    if (result.ok)
+      this.sent.push(`${delivery.recipient}:${delivery.payload.text ?? delivery.payload.attachmentName}`);
+    return result;
+  }
+}
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  dir = mkdtempSync(join(tmpdir(), "delivery-test-"));
+  db = await openDatabase({ env: database.env, dataDir: join(dir, "pglite"), logger: silentLogger });
+  await migrate(db);
+  store = new DeliveryStore(db);
+  inbox = new InboxStore(db);
+}, 120_000);
+
+beforeEach(async () => {
+  await db.query("TRUNCATE deliveries, inbox RESTART IDENTITY CASCADE");
+});
+
+afterAll(async () => {
+  await db?.close();
+  await database?.drop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const item = (recipient: string, text: string, key: string) => ({
+  channel: "telegram" as const,
+  recipient,
+  payload: { text },
+  key,
+});
+
+describe("the delivery outbox", () => {
+  it("queues a key once, however often it is added", async () => {
+    expect(await store.add([item("1", "a", "k1"), item("1", "b", "k2")])).toHaveLength(2);
+    expect(await store.add([item("1", "a", "k1")])).toHaveLength(0);
+    const rows = await db.query("SELECT 1 FROM deliveries");
+    expect(rows.rows).toHaveLength(2);
+  });
+
+  it("keeps each recipient's messages in order while one waits for a retry, others unaffected", async () => {
+    const channel = new ScriptedChannel();
+    const worker = new DeliveryWorker({
+      store,
+      channels: { telegram: channel },
+      logger: silentLogger,
+      baseDelayMs: 200,
+    });
+    worker.start();
+    channel.script = [{ ok: false, retry: true, error: "Telegram is unreachable" }];
+    await store.add([item("1", "part 1", "a1"), item("1", "part 2", "a2"), item("2", "other", "b1")]);
+    await worker.kick();
+    // "part 1" failed: "part 2" must wait for it; recipient 2 is not held up.
+    expect(channel.sent).toEqual(["2:other"]);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await worker.kick();
+    expect(channel.sent).toEqual(["2:other", "1:part 1", "1:part 2"]);
+    await worker.stop();
+  });
+
+  it("gives up on a refusal at once, and on a retryable failure after the last attempt, telling the owner", async () => {
+    const channel = new ScriptedChannel();
+    const given: string[] = [];
+    const worker = new DeliveryWorker({
+      store,
+      channels: { telegram: channel },
+      logger: silentLogger,
+      baseDelayMs: 1,
+      maxAttempts: 2,
+      onGiveUp: async (delivery, error) => void given.push(`${delivery.payload.text}: ${error}`),
+    });
+    worker.start();
+    channel.script = [
+      { ok: false, retry: false, error: "chat not found" },
+      { ok: false, retry: true, error: "down" },
+      { ok: false, retry: true, error: "still down" },
+    ];
+    const [refused, flaky] = await store.add([item("1", "refused", "r"), item("2", "flaky", "f")]);
+    await worker.kick();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await worker.kick();
+    expect(given).toEqual(["refused: chat not found", "flaky: still down"]);
+    expect(await store.get(refused!.id)).toEqual({ status: "failed", lastError: "chat not found" });
+    expect(await store.get(flaky!.id)).toEqual({ status: "failed", lastError: "still down" });
+    await worker.stop();
+  });
+
+  it("removes the outbox's copy of an attachment once it is sent", async () => {
+    const files = new OutboxFiles(join(dir, "outbox"));
+    const original = join(dir, "photo.jpg");
+    writeFileSync(original, "jpeg");
+    const copy = await files.take(original);
+    expect(copy.name).toBe("photo.jpg");
+    const channel = new ScriptedChannel();
+    const worker = new DeliveryWorker({ store, channels: { telegram: channel }, logger: silentLogger });
+    worker.start();
+    const [delivery] = await store.add([
+      {
+        channel: "telegram",
+        recipient: "1",
+        payload: { attachmentPath: copy.path, attachmentName: copy.name },
+        key: "p",
+      },
+    ]);
+    expect(await worker.attemptSoon([delivery!.id], 5_000)).toEqual([{ ok: true }]);
+    expect(channel.sent).toEqual(["1:photo.jpg"]);
+    expect(existsSync(copy.path)).toBe(false);
+    expect(existsSync(original)).toBe(true);
+    await worker.stop();
+  });
+});
+
+describe("composing a message for a channel", () => {
+  it("puts short text in the caption of a file, and longer text after it", () => {
+    const attachment = { path: "/x/1.png", name: "chart.png" };
+    expect(composeDeliveries("telegram", { markdown: "**Chart**", attachment })).toEqual([
+      { attachmentPath: "/x/1.png", attachmentName: "chart.png", text: "<b>Chart</b>", format: "html" },
+    ]);
+    const long = "word ".repeat(400);
+    const parts = composeDeliveries("telegram", { markdown: long, attachment });
+    expect(parts[0]).toEqual({ attachmentPath: "/x/1.png", attachmentName: "chart.png" });
+    expect(parts.slice(1).map((part) => part.format)).toEqual(["html"]);
+    expect(composeDeliveries("signal", { markdown: "**hi**", attachment })).toEqual([
+      { attachmentPath: "/x/1.png", attachmentName: "chart.png", text: "**hi**", format: "markdown" },
+    ]);
+    expect(composeDeliveries("telegram", { markdown: "   " })).toEqual([]);
+  });
+});
+
+describe("answers to their audience", () => {
+  async function finished(source: string | null, sender: string | null, response: string): Promise<number> {
+    const { entry } = await inbox.add(source, sender, { message: "q", attachments: [] });
+    await inbox.finish(entry.id, "done", response);
+    return entry.id;
+  }
+
+  it("hands an answer to the outbox once, and a crash between finishing and handing it over loses nothing", async () => {
+    const channel = new ScriptedChannel();
+    const worker = new DeliveryWorker({ store, channels: { telegram: channel }, logger: silentLogger });
+    worker.start();
+    const answers = new AnswerDelivery({
+      inbox,
+      store,
+      worker,
+      owner: { telegram: "1001" },
+      logger: silentLogger,
+    });
+    const person = await finished("telegram", "2002", "hello friend");
+    await answers.deliver(
+      { id: person, source: "telegram", sender: "2002" },
+      { kind: "reply", text: "hello friend" },
+    );
+    await answers.deliver(
+      { id: person, source: "telegram", sender: "2002" },
+      { kind: "reply", text: "hello friend" },
+    );
+    // Finished, but the process died before the answer was handed over: found again at start-up.
+    const cron = await finished("cron", null, "Water the plants.");
+    const console = await finished("cli", null, "for the terminal");
+    expect(await answers.recover()).toBe(1);
+    await worker.kick();
+    expect(channel.sent.sort()).toEqual(["1001:Water the plants.", "2002:hello friend"]);
+    const delivered = await db.query<{ id: number; delivered: boolean }>(
+      "SELECT id, delivered FROM inbox ORDER BY id",
+    );
+    expect(delivered.rows).toEqual([
+      { id: person, delivered: true },
+      { id: cron, delivered: true },
+      { id: console, delivered: false },
+    ]);
+    await worker.stop();
+  });
+});

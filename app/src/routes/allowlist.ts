@@ -1,0 +1,97 @@
+import { badRequest, readJsonObject, type Router } from "@stavrobot/common";
+import {
+  ALLOWLIST_SERVICES,
+  normalizeIdentifier,
+  type Allowlist,
+  type AllowlistLists,
+  type AllowlistService,
+} from "../allowlist/allowlist.js";
+
+const E164 = /^\+[1-9]\d{1,14}$/;
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/** Zero-width and direction marks that come along when a number is copied from a contact card. */
+const INVISIBLE = /[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g;
+const MAX_ENTRIES = 1_000;
+const MAX_NOTE_CHARS = 500;
+
+/**
+ * `GET/PUT /api/settings/allowlist` (owner's password): the reference's shapes. Telegram ids are
+ * numbers on the wire; the owner's identities always appear and cannot be removed.
+ */
+export function addAllowlistRoutes(router: Router, allowlist: Allowlist): void {
+  router
+    .get("/api/settings/allowlist", async () => ({ json: await view(allowlist) }))
+    .add("PUT", "/api/settings/allowlist", async ({ req }) => {
+      const body = await readJsonObject(req, 1024 * 1024);
+      await allowlist.replace(validate(body, allowlist.owner));
+      return { json: await view(allowlist) };
+    });
+}
+
+async function view(allowlist: Allowlist): Promise<unknown> {
+  const lists = await allowlist.lists();
+  return {
+    allowlist: { ...lists, telegram: lists.telegram.map(telegramOnWire) },
+    ownerIdentities: { ...allowlist.owner, telegram: allowlist.owner.telegram.map(telegramOnWire) },
+  };
+}
+
+function telegramOnWire(id: string): string | number {
+  return id === "*" ? id : Number.isSafeInteger(Number(id)) ? Number(id) : id;
+}
+
+/** The PUT body → lists to store: every entry checked, duplicates dropped, the owner's ids kept, orphan notes pruned. */
+export function validate(
+  body: Record<string, unknown>,
+  owner: Record<AllowlistService, string[]>,
+): AllowlistLists {
+  const lists: AllowlistLists = { signal: [], telegram: [], whatsapp: [], email: [], notes: {} };
+  for (const service of ALLOWLIST_SERVICES) {
+    const entries = body[service];
+    if (!Array.isArray(entries)) throw badRequest(`'${service}' must be an array`);
+    if (entries.length > MAX_ENTRIES) throw badRequest(`'${service}' has more than ${MAX_ENTRIES} entries`);
+    const seen = new Set<string>(owner[service]);
+    lists[service].push(...owner[service]);
+    for (const entry of entries) {
+      const id = checkEntry(service, entry);
+      if (!seen.has(id)) {
+        seen.add(id);
+        lists[service].push(id);
+      }
+    }
+  }
+  const notes = body.notes ?? {};
+  if (typeof notes !== "object" || notes === null || Array.isArray(notes))
+    throw badRequest("'notes' must be an object");
+  const known = new Set(ALLOWLIST_SERVICES.flatMap((service) => lists[service]));
+  for (const [key, note] of Object.entries(notes)) {
+    if (typeof note !== "string") throw badRequest(`The note for "${key}" must be a string`);
+    if (note.length > MAX_NOTE_CHARS)
+      throw badRequest(`The note for "${key}" is longer than ${MAX_NOTE_CHARS} characters`);
+    const id = key.replace(INVISIBLE, "").trim();
+    const normal = known.has(id) ? id : known.has(id.toLowerCase()) ? id.toLowerCase() : undefined;
+    if (normal && note.trim()) lists.notes[normal] = note.trim();
+  }
+  return lists;
+}
+
+function checkEntry(service: AllowlistService, entry: unknown): string {
+  const invalid = () => badRequest(`Invalid ${service} entry: ${JSON.stringify(entry)}`);
+  if (service === "telegram") {
+    if (entry === "*") return "*";
+    if (typeof entry === "number" && Number.isSafeInteger(entry)) return String(entry);
+    if (typeof entry === "string" && /^-?\d{1,20}$/.test(entry.trim()))
+      return normalizeIdentifier("telegram", entry);
+    throw invalid();
+  }
+  if (typeof entry !== "string") throw invalid();
+  const text = entry.replace(INVISIBLE, "").trim();
+  if (text === "*") return "*";
+  if (service === "email") {
+    const email = text.toLowerCase();
+    if (!EMAIL.test(email) || email.length > 320) throw invalid();
+    return email;
+  }
+  if (!E164.test(text)) throw invalid();
+  return text;
+}
