@@ -1,0 +1,65 @@
+import { createHash } from "node:crypto";
+import { readFile, readdir } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { extname, join, relative, sep } from "node:path";
+import { notFound, type Handler } from "@stavrobot/common";
+import { UI_HEADERS } from "./security.js";
+
+const CONTENT_TYPES: Readonly<Record<string, string>> = {
+  ".css": "text/css; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".webmanifest": "application/manifest+json",
+};
+
+interface Asset {
+  body: Buffer;
+  type: string;
+  etag: string;
+}
+
+/**
+ * The UI's static files, `GET /assets/<path>`: everything under `app/web/assets` with a known
+ * type, plus marked's browser build from node_modules (`/assets/vendor/marked.esm.js`), so no
+ * page needs a CDN. The set of files is read once, when first asked for; a request is answered
+ * only with a file of that set, looked up by its exact path, so `..`, encoded slashes or links can
+ * never reach anything else. Assets are revalidated on every use (`no-cache` with an ETag): there
+ * is no build step to put a version in their names, and an upgraded app must not run stale scripts.
+ */
+export function createAssetHandler(assetsDir: string): Handler {
+  let loading: Promise<Map<string, Asset>> | undefined;
+  return async ({ req, params }) => {
+    loading ??= loadAssets(assetsDir);
+    const asset = (await loading).get(params["*"] ?? "");
+    if (!asset) throw notFound();
+    const headers = {
+      ...UI_HEADERS,
+      "Content-Type": asset.type,
+      "Cache-Control": "private, no-cache",
+      ETag: asset.etag,
+    };
+    if (req.headers["if-none-match"] === asset.etag) return { status: 304, headers };
+    return { body: asset.body, headers };
+  };
+}
+
+async function loadAssets(dir: string): Promise<Map<string, Asset>> {
+  const assets = new Map<string, Asset>();
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  for (const entry of entries) {
+    if (!entry.isFile()) continue;
+    const type = CONTENT_TYPES[extname(entry.name)];
+    if (!type) continue;
+    const path = join(entry.parentPath, entry.name);
+    assets.set(relative(dir, path).split(sep).join("/"), asset(await readFile(path), type));
+  }
+  const marked = createRequire(import.meta.url).resolve("marked");
+  assets.set("vendor/marked.esm.js", asset(await readFile(marked), CONTENT_TYPES[".js"] as string));
+  return assets;
+}
+
+function asset(body: Buffer, type: string): Asset {
+  return { body, type, etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"` };
+}

@@ -1,0 +1,249 @@
+import { afterAll, beforeAll, expect, it, vi } from "vitest";
+import type { Browser } from "playwright-core";
+import { textTurn } from "@stavrobot/common/test-support";
+import { SECRET } from "../../../plugin-runner/test/helpers.js";
+import { PASSWORD } from "../helpers/app.js";
+import {
+  describeInBrowser,
+  expectNoProblems,
+  fitsViewport,
+  launchBrowser,
+  ownerContext,
+  screenshot,
+} from "./helpers/browser.js";
+import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
+
+/**
+ * The admin UI in a real browser: logging in, the home page (status, kept answers, the chat with
+ * Markdown and /stop), the allowlist, the database explorer, and every page at a phone's size.
+ */
+let browser: Browser;
+let t: AdminFixture;
+
+describeInBrowser("admin pages in Chromium", () => {
+  beforeAll(async () => {
+    [browser, t] = await Promise.all([
+      launchBrowser(),
+      startAdminFixture('[owner]\nname = "Ada"\ntelegram = 4242\n'),
+    ]);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it("asks for the password, and opens with it", async () => {
+    // Without the password, or with a wrong one, the browser gets the challenge and never the page.
+    for (const password of [null, "wrong-password"]) {
+      const stranger = await ownerContext(browser, t.app.port, { password });
+      // Chromium either shows the 401 or gives up on the challenge; either way, no page.
+      const outcome = await stranger.page.goto("/").then(
+        (response) => String(response?.status()),
+        (error: Error) => error.message,
+      );
+      expect(outcome).toMatch(/^401$|ERR_INVALID_AUTH_CREDENTIALS/);
+      expect(await stranger.page.locator("#chat-form").count()).toBe(0);
+      const challenge = await stranger.context.request.get("/");
+      expect(challenge.status()).toBe(401);
+      expect(challenge.headers()["www-authenticate"]).toMatch(/^Basic realm="stavrobot"/);
+      expect(await challenge.text()).toBe('{"error":"Unauthorized"}');
+      await stranger.context.close();
+    }
+    const owner = await ownerContext(browser, t.app.port);
+    const response = await owner.page.goto("/");
+    expect(response?.status()).toBe(200);
+    await expect.poll(() => owner.page.textContent("#services")).toContain("plugin-runner");
+    expect(await owner.page.textContent("h1")).toBe("Home");
+    await owner.context.close();
+  });
+
+  it("shows the services, channels, queue and messages on the home page", async () => {
+    const owner = await ownerContext(browser, t.app.port);
+    await owner.page.goto("/");
+    const runner = owner.page.locator('[data-service="plugin-runner"]');
+    await expect.poll(() => runner.textContent()).toContain("up");
+    expect(await owner.page.locator('[data-service="python-runner"]').textContent()).toContain("down");
+    expect(await owner.page.textContent("#channels")).toContain("not configured");
+    expect(await owner.page.textContent("#queue")).toContain("idle");
+    await screenshot(owner.page, "home");
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+
+  it("shows an answer kept for the owner and marks it seen", async () => {
+    t.fake.enqueue(textTurn("The radar shows **rain** at 17:00."));
+    const accepted = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: `Bearer ${SECRET}`,
+        Prefer: "respond-async",
+      },
+      body: JSON.stringify({ source: "plugin:radar/scan", message: "rain at 17:00" }),
+    });
+    expect(accepted.status).toBe(202);
+    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1));
+    await t.app.queue.idle();
+    const owner = await ownerContext(browser, t.app.port);
+    await owner.page.goto("/");
+    const card = owner.page.locator("#answers-card");
+    await card.waitFor({ state: "visible" });
+    expect(await card.locator("strong").textContent()).toBe("rain");
+    await owner.page.click("#answers-seen");
+    await card.waitFor({ state: "hidden" });
+    const pending = await fetch(`http://127.0.0.1:${t.app.port}/api/answers/pending`, {
+      headers: { Authorization: `Basic ${Buffer.from(`o:${PASSWORD}`).toString("base64")}` },
+    });
+    expect(await pending.json()).toEqual({ answers: [] });
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+
+  it("chats: the reply is Markdown, raw HTML is text, unsafe links are not links", async () => {
+    t.fake.reset();
+    t.fake.enqueue(
+      textTurn(
+        "**Bold** and [a site](https://example.com) and [bad](javascript:alert(1)) and " +
+          '<img src=x onerror="window.hacked=1"> and <b>raw</b>\n\n- one\n- two',
+      ),
+    );
+    const owner = await ownerContext(browser, t.app.port);
+    await owner.page.goto("/");
+    await owner.page.fill("#chat-input", "Hello *there*");
+    await owner.page.click("#chat-send");
+    const reply = owner.page.locator(".bubble.assistant:not(.pending)").last();
+    await reply.locator("strong").waitFor();
+    expect(await reply.locator("strong").textContent()).toBe("Bold");
+    expect(await reply.locator("li").allTextContents()).toEqual(["one", "two"]);
+    expect(await reply.locator('a[href="https://example.com"]').getAttribute("rel")).toBe(
+      "noopener noreferrer",
+    );
+    expect(await reply.locator("a").count()).toBe(1);
+    expect(await reply.locator("img, b").count()).toBe(0);
+    expect(await reply.textContent()).toContain("<b>raw</b>");
+    // A string: it runs in the page, and the tests are compiled without the DOM's types.
+    expect(await owner.page.evaluate("typeof window.hacked")).toBe("undefined");
+    // The user's own text is shown as typed, not as Markdown.
+    expect(await owner.page.locator(".bubble.user").last().textContent()).toBe("Hello *there*");
+    expect(t.fake.requests[0]!.lastUserText).toContain("Source: web");
+    await screenshot(owner.page, "home-chat");
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+
+  it("stops a running turn with the Stop button", async () => {
+    t.fake.reset();
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    t.fake.enqueue({ ...textTurn("too late"), gate });
+    const owner = await ownerContext(browser, t.app.port);
+    await owner.page.goto("/");
+    await owner.page.fill("#chat-input", "take your time");
+    await owner.page.click("#chat-send");
+    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1));
+    await owner.page.locator("#chat-stop").click();
+    await owner.page.locator(".bubble.note", { hasText: "Aborted." }).waitFor();
+    release();
+    await owner.page.locator("#chat-stop").waitFor({ state: "hidden" });
+    expect(await owner.page.locator(".bubble.assistant").allTextContents()).not.toContain("too late");
+    await t.app.queue.idle();
+    await owner.context.close();
+  });
+
+  it("changes the allowlist: entries with notes are saved, bad ones refused, the owner locked", async () => {
+    const owner = await ownerContext(browser, t.app.port);
+    const { page } = owner;
+    await page.goto("/settings/allowlist");
+    const telegram = page.locator('[data-service="telegram"]');
+    await telegram.locator("[data-owner]").waitFor();
+    expect(await telegram.locator("[data-owner] [name=identifier]").inputValue()).toBe("4242");
+    expect(await telegram.locator("[data-owner] [name=identifier]").isDisabled()).toBe(true);
+    await page.click('[data-add="telegram"]');
+    await telegram.locator("[data-entry]:not([data-owner]) [name=identifier]").last().fill("123456789");
+    await telegram.locator("[data-entry]:not([data-owner]) [name=note]").last().fill("Bob");
+    await page.click('[data-add="email"]');
+    await page.locator('[data-service="email"] [name=identifier]').last().fill("Ann@Example.COM");
+    await page.click('[data-add="signal"]');
+    await page.locator('[data-service="signal"] [name=identifier]').last().fill("12345");
+    await page.click("#allowlist-save");
+    await page.locator("#allowlist-error").waitFor({ state: "visible" });
+    expect(await page.textContent("#allowlist-error")).toBe('Invalid signal entry: "12345"');
+    await page.locator('[data-service="signal"] [data-entry] button').last().click();
+    await page.click("#allowlist-save");
+    await expect.poll(() => page.textContent("#allowlist-status")).toBe("Saved.");
+    await screenshot(page, "allowlist");
+    await page.reload();
+    await page.locator('[data-service="email"] [name=identifier]').first().waitFor();
+    expect(await page.locator('[data-service="email"] [name=identifier]').inputValue()).toBe(
+      "ann@example.com",
+    );
+    const identifiers = telegram.locator("[name=identifier]");
+    const values = await Promise.all(
+      Array.from({ length: await identifiers.count() }, (_, n) => identifiers.nth(n).inputValue()),
+    );
+    expect(values).toEqual(["4242", "123456789"]);
+    expect(await telegram.locator("[name=note]").last().inputValue()).toBe("Bob");
+    expectNoProblems(owner, [/status of 400/]);
+    await owner.context.close();
+  });
+
+  it("browses, sorts and pages a table, and shows a row in full", async () => {
+    await t.app.db.query("CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, body TEXT)");
+    await t.app.db.query(
+      `INSERT INTO notes SELECT n, 'note ' || lpad(n::text, 3, '0'), repeat('long text ', 60) || n
+       FROM generate_series(1, 120) AS n`,
+    );
+    const owner = await ownerContext(browser, t.app.port);
+    const { page } = owner;
+    await page.goto("/explorer");
+    await page.click('[data-table="notes"]');
+    await expect.poll(() => page.textContent("#page-info")).toBe("1–50 of 120");
+    expect(page.url()).toContain("?table=notes");
+    const firstId = () => page.locator("#grid-body tr").first().locator("td").first().textContent();
+    expect(await firstId()).toBe("1");
+    await page.click('[data-column="id"]');
+    await expect.poll(firstId).toBe("120");
+    expect(await page.getAttribute('th:has([data-column="id"])', "aria-sort")).toBe("descending");
+    await page.click('[data-column="title"]');
+    await expect.poll(firstId).toBe("1");
+    await page.click("#next-page");
+    await expect.poll(() => page.textContent("#page-info")).toBe("51–100 of 120");
+    expect(await firstId()).toBe("51");
+    await screenshot(page, "explorer");
+    await page.locator("#grid-body tr").first().click();
+    const dialog = page.locator("#row-dialog");
+    await dialog.waitFor({ state: "visible" });
+    expect(await dialog.locator("pre").nth(2).textContent()).toBe(`${"long text ".repeat(60)}51`);
+    await screenshot(page, "explorer-row");
+    await page.click("#row-close");
+    await dialog.waitFor({ state: "hidden" });
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+
+  it.each([
+    ["/", "home"],
+    ["/settings", "settings"],
+    ["/settings/plugins", "plugins"],
+    ["/settings/allowlist", "allowlist"],
+    ["/explorer?table=notes", "explorer"],
+    ["/usage", "usage"],
+  ])("fits a phone: %s", async (path, name) => {
+    const owner = await ownerContext(browser, t.app.port, { phone: true, dark: name === "home" });
+    const { page } = owner;
+    await page.goto(path);
+    await page.waitForLoadState("networkidle");
+    expect(await fitsViewport(page)).toBe(true);
+    // Touch-sized navigation.
+    const link = await page.locator(".topbar nav a").first().boundingBox();
+    expect(link?.height).toBeGreaterThanOrEqual(44);
+    if (name === "explorer") {
+      expect(await page.locator(".table-list").isVisible()).toBe(false);
+      expect(await page.locator("#table-select").inputValue()).toBe("notes");
+    }
+    await screenshot(page, `phone-${name}${name === "home" ? "-dark" : ""}`);
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+});

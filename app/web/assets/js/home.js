@@ -1,0 +1,138 @@
+// The home page: status of the services, channels, queue and messages (refreshed while the page
+// is visible), the answers kept for the owner, and the chat panel.
+import { api, postJson } from "./lib/api.js";
+import { busy, byId, el, fill, showError } from "./lib/dom.js";
+import { formatDuration, formatInteger } from "./lib/format.js";
+import { renderMarkdown } from "./lib/markdown.js";
+import { mountChat } from "./chat.js";
+
+const REFRESH_MS = 10_000;
+
+const facts = (node, pairs) =>
+  fill(
+    node,
+    pairs.flatMap(([term, value]) => [el("dt", { text: term }), el("dd", {}, value)]),
+  );
+
+const state = (ok, yes, no) => el("span", { class: ok ? "badge ok" : "badge bad", text: ok ? yes : no });
+
+function showStatus(status) {
+  fill(
+    byId("services"),
+    status.services.map((service) =>
+      el(
+        "li",
+        { "data-service": service.name },
+        el(
+          "span",
+          {},
+          el("strong", { text: service.name }),
+          service.detail ? el("div", { class: "hint", text: service.detail }) : null,
+        ),
+        state(service.ok, "up", "down"),
+      ),
+    ),
+  );
+  const { telegram, signal } = status.channels;
+  facts(byId("channels"), [
+    ["Telegram", telegramState(telegram)],
+    [
+      "Signal",
+      signal.configured
+        ? state(signal.bridgeOk, "bridge up", "bridge down")
+        : el("span", { class: "muted", text: "not configured" }),
+    ],
+  ]);
+  facts(byId("queue"), [
+    ["State", status.queue.busy ? `busy (message ${status.queue.currentInboxId ?? "?"})` : "idle"],
+    ["Waiting", formatInteger(status.queue.waiting)],
+    ...Object.entries(status.queue.open)
+      .filter(([name]) => name !== "pending")
+      .map(([name, count]) => [name, formatInteger(count)]),
+    ["Up for", formatDuration(status.uptimeSeconds)],
+  ]);
+  facts(byId("messages"), [
+    ["Total", formatInteger(status.messages.total)],
+    ...status.messages.bySource.map((entry) => [entry.source, formatInteger(entry.count)]),
+  ]);
+}
+
+function telegramState(telegram) {
+  if (!telegram.configured) return el("span", { class: "muted", text: "not configured" });
+  const webhook = telegram.webhook;
+  if ("error" in webhook)
+    return el("span", { class: "bad", text: `Telegram did not answer: ${webhook.error}` });
+  return el(
+    "span",
+    {},
+    state(webhook.registered, "webhook registered", "webhook not registered"),
+    webhook.pendingUpdates > 0 ? ` ${formatInteger(webhook.pendingUpdates)} updates waiting` : null,
+    webhook.lastError ? el("div", { class: "hint", text: `Last error: ${webhook.lastError}` }) : null,
+  );
+}
+
+async function refreshStatus() {
+  try {
+    showStatus(await api("/api/status"));
+    showError(byId("status-error"));
+  } catch (error) {
+    showError(byId("status-error"), error);
+  }
+}
+
+let shownAnswers = [];
+
+async function refreshAnswers() {
+  const { answers } = await api("/api/answers/pending");
+  shownAnswers = answers.map((answer) => answer.id);
+  byId("answers-card").hidden = answers.length === 0;
+  fill(
+    byId("answers"),
+    answers.map((answer) =>
+      el(
+        "li",
+        { class: "answer" },
+        el(
+          "div",
+          {},
+          el("div", {
+            class: "hint",
+            text: `${answer.source ?? "console"} · ${answer.message || "(no text)"}`,
+          }),
+          el("div", { class: "bubble assistant" }, renderMarkdown(answer.response)),
+        ),
+      ),
+    ),
+  );
+}
+
+byId("answers-seen").addEventListener("click", (event) =>
+  busy(event.currentTarget, async () => {
+    try {
+      await postJson("/api/answers/seen", { ids: shownAnswers });
+      await refreshAnswers();
+      showError(byId("answers-error"));
+    } catch (error) {
+      showError(byId("answers-error"), error);
+    }
+  }),
+);
+
+mountChat({
+  log: byId("chat-log"),
+  form: byId("chat-form"),
+  input: byId("chat-input"),
+  stop: byId("chat-stop"),
+  // A reply may start with kept answers; the list is refreshed so they are not shown twice.
+  onReply: () => refreshAnswers().catch(answersFailed),
+});
+
+function answersFailed(error) {
+  byId("answers-card").hidden = false;
+  showError(byId("answers-error"), error);
+}
+
+await Promise.all([refreshStatus(), refreshAnswers().catch(answersFailed)]);
+setInterval(() => {
+  if (document.visibilityState === "visible") void refreshStatus();
+}, REFRESH_MS);

@@ -1,0 +1,120 @@
+// The usage page: how much of each budget is spent, cost per day for the last 30 days (chart.js),
+// and tokens and cost per source, per plugin and per turn, from GET /api/usage.
+import { api } from "./lib/api.js";
+import { byId, el, fill, showError } from "./lib/dom.js";
+import { formatDateTime, formatInteger, formatUsd } from "./lib/format.js";
+import { barChart } from "./chart.js";
+
+const TOKEN_COLUMNS = [
+  ["inputTokens", "In"],
+  ["outputTokens", "Out"],
+  ["cacheReadTokens", "Cache read"],
+  ["cacheWriteTokens", "Cache write"],
+];
+
+function budgetCard(name, { limitUsd, spentUsd }) {
+  const over = limitUsd !== null && spentUsd >= limitUsd;
+  return el(
+    "section",
+    { class: "card", "data-budget": name },
+    el("h2", { text: `${name === "daily" ? "Today" : "This month"}` }),
+    el(
+      "p",
+      {},
+      el("strong", { class: over ? "bad" : "", text: formatUsd(spentUsd) }),
+      limitUsd === null ? " spent, no budget set" : ` of ${formatUsd(limitUsd)} ${name} budget`,
+    ),
+    limitUsd === null
+      ? null
+      : el("meter", {
+          min: "0",
+          max: String(limitUsd),
+          value: String(Math.min(spentUsd, limitUsd)),
+          high: String(limitUsd * 0.8),
+          optimum: "0",
+        }),
+    over ? el("p", { class: "bad", text: "Used up: model calls are refused until it resets." }) : null,
+  );
+}
+
+/** A table of rows: the `first` columns ([key, label, format?, numeric?]), then tokens and cost. */
+function totalsTable(table, rows, first) {
+  const columns = [
+    ...first,
+    ...TOKEN_COLUMNS.map(([key, label]) => [key, label, formatInteger, true]),
+    ["costUsd", "Cost", formatUsd, true],
+  ];
+  fill(
+    table,
+    el(
+      "thead",
+      {},
+      el(
+        "tr",
+        {},
+        columns.map(([, label, , numeric]) =>
+          el("th", { scope: "col", class: numeric ? "num" : undefined, text: label }),
+        ),
+      ),
+    ),
+    el(
+      "tbody",
+      {},
+      rows.length === 0
+        ? el("tr", {}, el("td", { colspan: String(columns.length), class: "muted", text: "Nothing yet." }))
+        : rows.map((row) =>
+            el(
+              "tr",
+              {},
+              columns.map(([key, , format, numeric]) =>
+                el("td", {
+                  class: numeric ? "num" : undefined,
+                  text: format ? format(row[key]) : (row[key] ?? "—"),
+                }),
+              ),
+            ),
+          ),
+    ),
+  );
+}
+
+function show(usage) {
+  fill(
+    byId("budgets"),
+    budgetCard("daily", usage.budgets.daily),
+    budgetCard("monthly", usage.budgets.monthly),
+  );
+  const points = usage.days.map((day) => ({
+    label: day.day,
+    value: day.costUsd,
+    title: `${day.day}: ${formatUsd(day.costUsd)}, ${formatInteger(day.turns)} turns, ${formatInteger(day.inputTokens)} in / ${formatInteger(day.outputTokens)} out tokens`,
+  }));
+  fill(
+    byId("chart"),
+    barChart(points, { formatValue: formatUsd, label: "Cost per day over the last 30 days" }),
+  );
+  const total = usage.days.reduce((sum, day) => sum + day.costUsd, 0);
+  byId("chart-total").textContent = `${formatUsd(total)} in 30 days.`;
+  const turnsColumn = ["turns", "Turns", formatInteger, true];
+  totalsTable(byId("by-source"), usage.bySource, [["source", "Source"], turnsColumn]);
+  totalsTable(byId("by-plugin"), usage.byPlugin, [["plugin", "Plugin"], turnsColumn]);
+  const turns = usage.turns.map((turn) => ({
+    ...turn,
+    when: formatDateTime(turn.at),
+    from: turn.plugin ? `${turn.source ?? ""} (${turn.plugin})` : (turn.source ?? "console"),
+  }));
+  totalsTable(byId("turns"), turns, [
+    ["when", "When"],
+    ["from", "Source"],
+    ["calls", "Calls", formatInteger, true],
+  ]);
+}
+
+try {
+  show(await api("/api/usage"));
+} catch (error) {
+  showError(
+    byId("usage-error"),
+    error.status === 404 ? "Usage is not recorded by this version of the app." : error,
+  );
+}
