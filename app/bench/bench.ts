@@ -1,57 +1,186 @@
 /**
- * `npm run bench`: figures for the closing notes, measured with the fake LLM answering at once.
- *   1. /chat round-trip overhead (p50/p95) for a turn with one tool call.
- *   2. Input tokens sent per turn over a fixed 20-turn conversation, and the prompt-cache share.
- *   3. Idle resident memory of the app process (embedded PGlite, and a PostgreSQL server if
- *      BENCH_DATABASE_URL or TEST_DATABASE_URL names one the bench may create databases on).
- *   4. plugin-runner overhead and throughput, and what the agent's run_plugin_tool adds to a spawn.
+ * `npm run bench`: the figures quoted in closing notes, measured in one run so they can be
+ * compared (absolute times drift between days; ratios measured together do not).
+ *
+ * 1. Turns: `/chat` with one tool call and without, p50 per round, median of rounds, for a floor
+ *    (a bare pi-agent-core HTTP server, no database: `floor.ts`) and for the product as `npm start`
+ *    runs it, on a PostgreSQL server and on the embedded PGlite, rounds alternating between them.
+ * 2. Start-up and memory: a start on an existing database until an authenticated request is
+ *    answered, the first `/chat` after it, idle memory of the app and of all its processes.
+ * 3. Bytes sent to the model over a fixed 20-message conversation with every tool registered,
+ *    and how much of each request is the same as the previous one (the cacheable prefix).
+ * 4. History at scale: a database holding a year of use (BENCH_SCALE messages, default 1,000,000,
+ *    with compactions): start, first turn, request size, db_search time, against a fresh one.
+ * 5. The plugin-runner's own figures and what run_plugin_tool adds to a spawn.
+ *
+ * BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE, BENCH_ONLY (comma list of turns, bytes,
+ * scale, plugins) adjust it; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
+ * bench may create databases on (without one, only PGlite is measured).
  */
-import { readFileSync } from "node:fs";
-import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import { chat, configFor, createTestEnv, startTestApp } from "../test/helpers/app.js";
-import { startAppProcess } from "../test/helpers/process.js";
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { silentLogger } from "@stavrobot/common";
+import {
+  startFakeAnthropic,
+  startFakeTelegram,
+  textTurn,
+  toolTurn,
+  type FakeLlmServer,
+} from "@stavrobot/common/test-support";
+import { openDatabase } from "../src/db/database.js";
+import { createDbSearchTool } from "../src/tools/db-search.js";
+import { configFor, createTestEnv, startTestApp, type TestEnv } from "../test/helpers/app.js";
+import { repoRoot } from "../test/helpers/process.js";
+import { fillHistory } from "./history.js";
+import {
+  median,
+  ms,
+  percentile,
+  postChat,
+  ratio,
+  scriptTurns,
+  timeTurns,
+  treeRssMb,
+  type ChatTarget,
+} from "./measure.js";
 import { benchRunPluginTool } from "./plugin-tool.js";
+import { launchProduct } from "./product.js";
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const TURNS = Number(process.env.BENCH_TURNS ?? 100);
+const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
+const ONLY = new Set((process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins").split(","));
+const SERVER_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
 
-async function roundTrip(fake: FakeLlmServer, turns: number): Promise<Record<string, string>> {
-  const testEnv = await createTestEnv(configFor(fake).replace("[queue]", "contextTokensK = 2000\n[queue]"));
-  const app = await startTestApp(testEnv);
+type DbKind = "postgres" | "pglite";
+const DATABASES: DbKind[] = SERVER_URL ? ["postgres", "pglite"] : ["pglite"];
+
+/** A test environment (config + data dir + database) on the chosen database. */
+async function environment(kind: DbKind, config: string): Promise<TestEnv> {
+  if (kind === "postgres") process.env.TEST_DATABASE_URL = SERVER_URL;
+  else delete process.env.TEST_DATABASE_URL;
   try {
-    fake.setResponder((request) =>
-      request.lastUserText.includes("Text: ")
-        ? toolTurn("execute_sql", { query: "SELECT 1 AS one" })
-        : textTurn("done"),
-    );
-    for (let i = 0; i < 5; i++) await chat(app, `warm-up ${i}`);
-    const times: number[] = [];
-    for (let i = 0; i < turns; i++) {
-      const start = performance.now();
-      const reply = await chat(app, `turn ${i}`);
-      times.push(performance.now() - start);
-      if (reply.body.response !== "done") throw new Error(`unexpected reply ${JSON.stringify(reply.body)}`);
-    }
-    times.sort((a, b) => a - b);
-    return {
-      "chat round trip, 1 tool call (p50)": `${percentile(times, 50).toFixed(1)} ms`,
-      "chat round trip, 1 tool call (p95)": `${percentile(times, 95).toFixed(1)} ms`,
-      "chat round trip turns measured": `${turns} (history grows to ${turns * 4 + 20} messages; database: ${app.db.kind})`,
-    };
+    return await createTestEnv(config);
   } finally {
-    fake.setResponder(undefined);
-    await app.close();
-    await testEnv.cleanup();
+    delete process.env.TEST_DATABASE_URL;
   }
 }
 
-async function tokensPerTurn(fake: FakeLlmServer): Promise<Record<string, string>> {
-  fake.reset();
-  const testEnv = await createTestEnv(configFor(fake));
-  const app = await startTestApp(testEnv);
+// ---------------------------------------------------------------------------------------------
+// 1 and 2: turns, start-up, memory
+// ---------------------------------------------------------------------------------------------
+
+interface RoundFigures {
+  tool: number;
+  echo: number;
+  firstChat?: number;
+  start?: number;
+  rssApp?: number;
+  rssAll?: number;
+}
+
+async function floorRound(fake: FakeLlmServer): Promise<RoundFigures> {
+  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", "app/bench/floor.ts"], {
+    cwd: repoRoot,
+    env: { ...process.env, FLOOR_MODEL_URL: fake.url, PORT: "0" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout?.once("data", (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
+    child.once("exit", (code) => reject(new Error(`floor exited with ${code}`)));
+  });
   try {
-    // A fixed script: every third turn runs a query, the others answer directly.
+    const target: ChatTarget = { url: `http://127.0.0.1:${port}` };
+    scriptTurns(fake);
+    const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
+    const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
+    return { tool, echo };
+  } finally {
+    child.kill("SIGTERM");
+  }
+}
+
+async function productRound(fake: FakeLlmServer, kind: DbKind): Promise<RoundFigures> {
+  const env = await environment(kind, configFor(fake));
+  try {
+    scriptTurns(fake);
+    // The first start creates the database; the one measured starts on an existing one.
+    await (await launchProduct(env.env)).stop();
+    const product = await launchProduct(env.env);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      const rss = treeRssMb(product.child.pid as number);
+      const target: ChatTarget = { url: product.url, password: product.password };
+      const first = performance.now();
+      const answer = await postChat(target, "tool first");
+      const firstChat = performance.now() - first;
+      if (answer.response !== "done") throw new Error(`unexpected first answer: ${answer.response}`);
+      // The app is the launcher's child (the launcher runs it in-process): own = launcher + app.
+      const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
+      const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
+      return { tool, echo, firstChat, start: product.startMs, rssApp: rss.own, rssAll: rss.total };
+    } finally {
+      await product.stop();
+    }
+  } finally {
+    await env.cleanup();
+  }
+}
+
+async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
+  const floor: RoundFigures[] = [];
+  const product: Record<DbKind, RoundFigures[]> = { postgres: [], pglite: [] };
+  for (let round = 1; round <= ROUNDS; round++) {
+    process.stderr.write(`bench: turns, round ${round}/${ROUNDS}\n`);
+    floor.push(await floorRound(fake));
+    for (const kind of DATABASES) product[kind].push(await productRound(fake, kind));
+    fake.reset();
+  }
+  const pick = (rounds: RoundFigures[], key: keyof RoundFigures) => median(rounds.map((r) => r[key] ?? NaN));
+  const floorTool = pick(floor, "tool");
+  const floorEcho = pick(floor, "echo");
+  const header = `| figure (median of ${ROUNDS} rounds, ${TURNS} turns each) | floor | ${DATABASES.map((k) => `${k} | ×floor`).join(" | ")} |`;
+  const rows = [
+    header,
+    `|---|---|${DATABASES.map(() => "---|---").join("|")}|`,
+    `| /chat turn with one tool call, p50 | ${ms(floorTool)} | ${DATABASES.map((k) => `${ms(pick(product[k], "tool"))} | ${ratio(pick(product[k], "tool"), floorTool)}`).join(" | ")} |`,
+    `| echo turn (no tool), p50 | ${ms(floorEcho)} | ${DATABASES.map((k) => `${ms(pick(product[k], "echo"))} | ${ratio(pick(product[k], "echo"), floorEcho)}`).join(" | ")} |`,
+    `| first /chat (tool) right after a start | — | ${DATABASES.map((k) => `${ms(pick(product[k], "firstChat"))} | ${ratio(pick(product[k], "firstChat"), floorTool)}`).join(" | ")} |`,
+    `| start on an existing database → first authenticated 200 | — | ${DATABASES.map((k) => `${ms(pick(product[k], "start"))} | `).join(" | ")} |`,
+    `| idle RSS, launcher + app process | — | ${DATABASES.map((k) => `${pick(product[k], "rssApp").toFixed(0)} MB | `).join(" | ")} |`,
+    `| idle RSS, every process of \`npm start\` | — | ${DATABASES.map((k) => `${pick(product[k], "rssAll").toFixed(0)} MB | `).join(" | ")} |`,
+  ];
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3: bytes to the model
+// ---------------------------------------------------------------------------------------------
+
+function commonPrefix(a: string, b: string): number {
+  const limit = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < limit && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  return i;
+}
+
+async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
+  fake.reset();
+  const telegram = await startFakeTelegram();
+  // Every optional section, so every tool is registered (none is called).
+  const sections = [
+    `[webSearch]\napiKey = "k"\nmodel = "claude-sonnet-4-5"\nbaseUrl = "${fake.url}"`,
+    `[webFetch]\napiKey = "k"\nmodel = "claude-sonnet-4-5"\nbaseUrl = "${fake.url}"`,
+    `[tts]\nprovider = "openai"\napiKey = "k"\nmodel = "tts-1"\nbaseUrl = "http://127.0.0.1:1/v1"`,
+    `[stt]\nprovider = "openai"\napiKey = "k"\nmodel = "whisper-1"\nbaseUrl = "http://127.0.0.1:1/v1"`,
+    `[coder]\nmodel = "sonnet"`,
+    `[owner]\nname = "Ada"\ntelegram = 1001\nsignal = "+15550002222"`,
+    `[telegram]\nbotToken = "123456:ABC-bench"\napiBaseUrl = "${telegram.url}"`,
+    `[signal]\naccount = "+15550001111"`,
+  ].join("\n");
+  const env = await environment("pglite", configFor(fake, "anthropic", sections));
+  const app = await startTestApp(env);
+  try {
     let turn = 0;
     fake.setResponder((request) => {
       if (request.lastUserText.includes("Text: ")) {
@@ -61,77 +190,173 @@ async function tokensPerTurn(fake: FakeLlmServer): Promise<Record<string, string
       }
       return textTurn(`The query returned ${turn}.`);
     });
+    const target: ChatTarget = { url: `http://127.0.0.1:${app.port}`, password: "test-password-123" };
     for (let i = 1; i <= 20; i++)
-      await chat(app, `Question ${i}: ${"tell me something about the garden. ".repeat(4)}`);
+      await postChat(target, `Question ${i}: ${"tell me something about the garden. ".repeat(4)}`);
+    const bodies = fake.requests.map((request) => JSON.stringify(request.body));
+    const sizes = fake.requests.map((request, i) =>
+      Number(request.headers["content-length"] ?? Buffer.byteLength(bodies[i] ?? "")),
+    );
+    const total = sizes.reduce((a, b) => a + b, 0);
+    let shared = 0;
+    for (let i = 1; i < bodies.length; i++)
+      shared += commonPrefix(bodies[i - 1] as string, bodies[i] as string);
+    const later = bodies.slice(1).reduce((sum, body) => sum + body.length, 0);
+    const first = fake.requests[0]?.body as { system?: unknown; tools?: unknown[] } | undefined;
     const usage = await app.db.query<{ input: number; cache_read: number; cache_write: number }>(
       `SELECT (content->'usage'->>'input')::int AS input, (content->'usage'->>'cacheRead')::int AS cache_read,
-              (content->'usage'->>'cacheWrite')::int AS cache_write
-       FROM messages WHERE role = 'assistant'`,
+              (content->'usage'->>'cacheWrite')::int AS cache_write FROM messages WHERE role = 'assistant'`,
     );
-    let total = 0;
+    let tokens = 0;
     let read = 0;
     for (const row of usage.rows) {
-      total += row.input + row.cache_read + row.cache_write;
+      tokens += row.input + row.cache_read + row.cache_write;
       read += row.cache_read;
     }
-    return {
-      "input tokens per turn (20-turn conversation)": `${Math.round(total / 20)} (total ${total}, ${usage.rows.length} LLM calls)`,
-      "share served from the prompt cache": `${((100 * read) / total).toFixed(1)} %`,
-    };
+    return [
+      "| bytes sent to the model (20-message conversation, every tool registered) | |",
+      "|---|---|",
+      `| requests | ${sizes.length} |`,
+      `| total bytes | ${total.toLocaleString("en")} |`,
+      `| bytes per request (mean) | ${Math.round(total / sizes.length).toLocaleString("en")} |`,
+      `| system prompt / tool definitions per request | ${Buffer.byteLength(JSON.stringify(first?.system ?? ""))} B / ${Buffer.byteLength(JSON.stringify(first?.tools ?? []))} B (${first?.tools?.length ?? 0} tools) |`,
+      `| share of each request identical to the previous one (byte prefix) | ${((100 * shared) / later).toFixed(1)} % |`,
+      `| input tokens served from the prompt cache (fake's emulation) | ${((100 * read) / tokens).toFixed(1)} % |`,
+    ];
   } finally {
     fake.setResponder(undefined);
     await app.close();
-    await testEnv.cleanup();
+    await env.cleanup();
+    await telegram.close();
   }
 }
 
-/** Idle RSS after a restart (the first start of an embedded database also runs initdb). */
-async function idleRss(fake: FakeLlmServer, label: string): Promise<Record<string, string>> {
-  const testEnv = await createTestEnv(configFor(fake));
+// ---------------------------------------------------------------------------------------------
+// 4: history at scale
+// ---------------------------------------------------------------------------------------------
+
+interface ScaleFigures {
+  start: number;
+  firstTurn: number;
+  firstBytes: number;
+  turnP50: number;
+  search: number;
+  fillSeconds: number;
+}
+
+async function scaleRun(fake: FakeLlmServer, kind: DbKind, messages: number): Promise<ScaleFigures> {
+  const env = await environment(kind, configFor(fake));
   try {
-    await (await startAppProcess(testEnv.env)).stop();
-    const running = await startAppProcess(testEnv.env);
+    // Migrate with a first start, then fill the database while nothing else uses it.
+    const app = await startTestApp(env);
+    await app.close();
+    const filled = performance.now();
+    if (messages > 0) {
+      const db = await openDatabase({ env: env.env, dataDir: join(env.dir, "pglite"), logger: silentLogger });
+      try {
+        await fillHistory(db, { count: messages });
+        await db.query("ANALYZE");
+      } finally {
+        await db.close();
+      }
+    }
+    const fillSeconds = (performance.now() - filled) / 1000;
+    scriptTurns(fake);
+    const product = await launchProduct(env.env);
     try {
-      await new Promise((resolve) => setTimeout(resolve, 3000));
-      const status = readFileSync(`/proc/${running.child.pid}/status`, "utf8");
-      const rss = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
-      return { [`idle RSS of the app (${label})`]: `${(rss / 1024).toFixed(0)} MB` };
+      const target: ChatTarget = { url: product.url, password: product.password };
+      const before = fake.requests.length;
+      const start = performance.now();
+      await postChat(target, "tool first");
+      const firstTurn = performance.now() - start;
+      const firstBytes = Number(fake.requests[before]?.headers["content-length"] ?? 0);
+      const turnP50 = percentile(await timeTurns(target, "tool", 20, 2), 50);
+      const db = await openDatabase({
+        env: env.env,
+        dataDir: join(env.dir, "pglite"),
+        logger: silentLogger,
+      }).catch(() => undefined);
+      let search = NaN;
+      // The embedded database is open in the product's process: db_search is timed on a server only.
+      if (db && kind === "postgres") {
+        const tool = createDbSearchTool({ db });
+        const times: number[] = [];
+        for (const query of [
+          "garden invoice",
+          "passport dentist",
+          "marathon pension",
+          "nothing matches this",
+        ]) {
+          const t0 = performance.now();
+          await tool.execute("bench", { query });
+          times.push(performance.now() - t0);
+        }
+        search = median(times);
+      }
+      await db?.close();
+      return { start: product.startMs, firstTurn, firstBytes, turnP50, search, fillSeconds };
     } finally {
-      await running.stop();
+      await product.stop();
     }
   } finally {
-    await testEnv.cleanup();
+    await env.cleanup();
   }
 }
 
-async function pluginRunnerFigures(): Promise<Record<string, string>> {
-  try {
-    const module = (await import("../../plugin-runner/bench/bench.js")) as {
-      benchPluginRunner: () => Promise<Record<string, string>>;
-    };
-    return await module.benchPluginRunner();
-  } catch (error) {
-    return { "plugin-runner": `not measured (${(error as Error).message.split("\n")[0]})` };
+async function historyAtScale(fake: FakeLlmServer): Promise<string[]> {
+  const rows = [
+    `| history at scale | ${DATABASES.map((k) => `${k}, fresh | ${k}, ${SCALE.toLocaleString("en")} messages | ratio`).join(" | ")} |`,
+    `|---|${DATABASES.map(() => "---|---|---").join("|")}|`,
+  ];
+  const results: Record<string, [ScaleFigures, ScaleFigures]> = {};
+  for (const kind of DATABASES) {
+    process.stderr.write(`bench: history at scale on ${kind}\n`);
+    results[kind] = [await scaleRun(fake, kind, 0), await scaleRun(fake, kind, SCALE)];
   }
+  const line = (label: string, value: (f: ScaleFigures) => number, format: (n: number) => string) =>
+    `| ${label} | ${DATABASES.map((k) => {
+      const [fresh, big] = results[k] as [ScaleFigures, ScaleFigures];
+      return `${format(value(fresh))} | ${format(value(big))} | ${ratio(value(big), value(fresh))}`;
+    }).join(" | ")} |`;
+  rows.push(
+    line("start → first authenticated 200", (f) => f.start, ms),
+    line("first turn after the start", (f) => f.firstTurn, ms),
+    line(
+      "first request's size",
+      (f) => f.firstBytes,
+      (n) => `${Math.round(n).toLocaleString("en")} B`,
+    ),
+    line("turn with one tool call, p50 of 20", (f) => f.turnP50, ms),
+    line("db_search (median of 4 queries; server only)", (f) => f.search, ms),
+    line(
+      "filling the database",
+      (f) => f.fillSeconds * 1000,
+      (n) => `${(n / 1000).toFixed(0)} s`,
+    ),
+  );
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5: plugin-runner
+// ---------------------------------------------------------------------------------------------
+
+async function pluginFigures(): Promise<string[]> {
+  const { benchPluginRunner } = (await import("../../plugin-runner/bench/bench.js")) as {
+    benchPluginRunner: () => Promise<Record<string, string>>;
+  };
+  const figures = { ...(await benchPluginRunner()), ...(await benchRunPluginTool()) };
+  return ["| plugin-runner | |", "|---|---|", ...Object.entries(figures).map(([k, v]) => `| ${k} | ${v} |`)];
 }
 
 const fake = await startFakeAnthropic();
-const figures: Record<string, string> = {};
+const sections: string[][] = [];
 try {
-  const serverUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-  if (serverUrl) process.env.TEST_DATABASE_URL = serverUrl;
-  Object.assign(figures, await roundTrip(fake, 100));
-  Object.assign(figures, await tokensPerTurn(fake));
-  delete process.env.TEST_DATABASE_URL;
-  Object.assign(figures, await idleRss(fake, "embedded PGlite in the process"));
-  if (serverUrl) {
-    process.env.TEST_DATABASE_URL = serverUrl;
-    Object.assign(figures, await idleRss(fake, "PostgreSQL server"));
-  }
-  Object.assign(figures, await pluginRunnerFigures());
-  Object.assign(figures, await benchRunPluginTool());
+  if (ONLY.has("turns")) sections.push(await turnsAndStartUp(fake));
+  if (ONLY.has("bytes")) sections.push(await bytesToTheModel(fake));
+  if (ONLY.has("scale")) sections.push(await historyAtScale(fake));
+  if (ONLY.has("plugins")) sections.push(await pluginFigures());
 } finally {
   await fake.close();
 }
-const width = Math.max(...Object.keys(figures).map((key) => key.length));
-for (const [key, value] of Object.entries(figures)) console.log(`${key.padEnd(width)}  ${value}`);
+console.log(sections.map((rows) => rows.join("\n")).join("\n\n"));

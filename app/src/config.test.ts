@@ -173,6 +173,11 @@ model = "claude-haiku-4-5"
 [coder]
 model = "sonnet"
 
+[owner]
+name = "Ada"
+telegram = 123456789
+signal = "+15555550124"
+
 [telegram]
 botToken = "123456:ABC"
 allowedChatIds = [123456789, "@channel"]
@@ -195,16 +200,26 @@ account = "+15555550123"
       baseUrl: "https://api.groq.com/openai/v1",
     });
     expect(config.webSearch).toEqual({ apiKey: "sk-ws", model: "claude-haiku-4-5" });
-    expect(config.webFetch).toEqual({ apiKey: "sk-wf", model: "claude-haiku-4-5" });
+    expect(config.webFetch).toEqual({
+      apiKey: "sk-wf",
+      model: "claude-haiku-4-5",
+      allowPrivateNetworks: false,
+    });
     expect(config.coder).toEqual({ model: "sonnet" });
-    expect(config.telegram).toEqual({ botToken: "123456:ABC", allowedChatIds: [123456789, "@channel"] });
+    expect(config.owner).toEqual({ name: "Ada", telegram: 123456789, signal: "+15555550124" });
+    expect(config.telegram).toEqual({
+      botToken: "123456:ABC",
+      apiBaseUrl: "https://api.telegram.org",
+      allowedChatIds: [123456789, "@channel"],
+    });
     expect(config.signal).toEqual({ account: "+15555550123", allowedNumbers: [] });
     expect(Object.isFrozen(config.telegram?.allowedChatIds)).toBe(true);
   });
 
   it("telegram.allowedChatIds defaults to an empty list", () => {
-    expect(load(MINIMAL + '[telegram]\nbotToken = "t"\n').telegram).toEqual({
-      botToken: "t",
+    expect(load(MINIMAL + '[telegram]\nbotToken = "1:t"\n').telegram).toEqual({
+      botToken: "1:t",
+      apiBaseUrl: "https://api.telegram.org",
       allowedChatIds: [],
     });
   });
@@ -212,7 +227,11 @@ account = "+15555550123"
   it.each([
     ["[telegram]\nallowedChatIds = [1]", "telegram.botToken"],
     ['[telegram]\nbotToken = ""', "telegram.botToken"],
-    ['[telegram]\nbotToken = "t"\nallowedChatIds = [1.5]', "telegram.allowedChatIds.0"],
+    ['[telegram]\nbotToken = "1:t"\nallowedChatIds = [1.5]', "telegram.allowedChatIds.0"],
+    ['[telegram]\nbotToken = "not a token"', "telegram.botToken"],
+    ['[owner]\nsignal = "+1555"', "owner.name"],
+    ['[owner]\nname = "A"\nsignal = "555"', "owner.signal"],
+    ['[webFetch]\napiKey = "k"\nmodel = "m"\nallowPrivateNetworks = "yes"', "webFetch.allowPrivateNetworks"],
     ['[tts]\napiKey = "k"', "tts.model"],
     ['[tts]\napiKey = "k"\nmodel = "m"\nbaseUrl = "nope"', "tts.baseUrl"],
     ['[stt]\napiKey = ""\nmodel = "m"', "stt.apiKey"],
@@ -220,7 +239,8 @@ account = "+15555550123"
     ['[webFetch]\nmodel = "m"', "webFetch.apiKey"],
     ["[coder]\nmodel = 5", "coder.model"],
     ['[signal]\nallowedNumbers = ["+1"]', "signal.account"],
-    ['[signal]\naccount = "+1"\nallowedNumbers = [1]', "signal.allowedNumbers.0"],
+    ['[signal]\naccount = "+15555550123"\nallowedNumbers = [1]', "signal.allowedNumbers.0"],
+    ['[signal]\naccount = "5555"', "signal.account"],
   ])("reports the key path of an invalid section: %s → %s", (extra, key) => {
     expect(loadError(MINIMAL + extra + "\n")).toContain(`key "${key}"`);
   });
@@ -320,7 +340,18 @@ describe("config.example.toml documents every key", () => {
       expect.arrayContaining(["provider", "model", "password", "apiKey", "authFile", "queue", "telegram"]),
     );
     expect(sections.map(([name]) => name).sort()).toEqual(
-      ["coder", "queue", "signal", "stt", "telegram", "tts", "webFetch", "webSearch"].sort(),
+      [
+        "budget",
+        "coder",
+        "owner",
+        "queue",
+        "signal",
+        "stt",
+        "telegram",
+        "tts",
+        "webFetch",
+        "webSearch",
+      ].sort(),
     );
   });
 

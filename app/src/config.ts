@@ -7,12 +7,25 @@ import { ConfigError, loadTomlConfig } from "@stavrobot/common";
 const thinkingLevels = ["off", "minimal", "low", "medium", "high", "xhigh"] as const;
 const apiKinds = ["anthropic-messages", "openai-completions"] as const;
 
+/** OpenAI's audio API, or any server speaking it (set baseUrl). */
 const openAiAudio = z.strictObject({
-  provider: z.string().default("openai"),
+  /** A label for logs: every provider is reached through the OpenAI-compatible API at baseUrl. */
+  provider: z.string().min(1).default("openai"),
   apiKey: z.string().min(1),
   model: z.string().min(1),
   baseUrl: z.url().optional(),
 });
+
+/** An Anthropic Messages endpoint and model for a sub-agent (web search, web fetch). */
+const anthropicHelper = z.strictObject({
+  apiKey: z.string().min(1),
+  model: z.string().min(1),
+  baseUrl: z.url().optional(),
+});
+
+const e164 = z
+  .string()
+  .regex(/^\+[1-9]\d{1,14}$/, "must be a phone number in international form, e.g. +15555550123");
 
 /** Every key the app reads from config.toml. config.example.toml documents each one. */
 export const configSchema = z
@@ -47,17 +60,37 @@ export const configSchema = z
       .prefault({}),
     tts: openAiAudio.extend({ voice: z.string().optional(), instructions: z.string().optional() }).optional(),
     stt: openAiAudio.optional(),
-    webSearch: z.strictObject({ apiKey: z.string().min(1), model: z.string().min(1) }).optional(),
-    webFetch: z.strictObject({ apiKey: z.string().min(1), model: z.string().min(1) }).optional(),
-    coder: z.strictObject({ model: z.string().min(1) }).optional(),
+    webSearch: anthropicHelper.optional(),
+    webFetch: anthropicHelper.extend({ allowPrivateNetworks: z.boolean().default(false) }).optional(),
+    coder: z
+      .strictObject({
+        model: z.string().min(1),
+        apiKey: z.string().min(1).optional(),
+        baseUrl: z.url().optional(),
+      })
+      .optional(),
+    owner: z
+      .strictObject({
+        name: z.string().min(1).max(100),
+        telegram: z
+          .union([z.number().int(), z.string().regex(/^-?\d+$/, "must be a numeric chat id")])
+          .optional(),
+        signal: e164.optional(),
+      })
+      .optional(),
     telegram: z
       .strictObject({
-        botToken: z.string().min(1),
+        botToken: z.string().regex(/^\d+:[A-Za-z0-9_-]+$/, "must look like 123456:ABC-..."),
+        apiBaseUrl: z.url().default("https://api.telegram.org"),
         allowedChatIds: z.array(z.union([z.number().int(), z.string()])).default([]),
       })
       .optional(),
-    signal: z
-      .strictObject({ account: z.string().min(1), allowedNumbers: z.array(z.string()).default([]) })
+    signal: z.strictObject({ account: e164, allowedNumbers: z.array(z.string()).default([]) }).optional(),
+    budget: z
+      .strictObject({
+        daily: z.number().positive().optional(),
+        monthly: z.number().positive().optional(),
+      })
       .optional(),
   })
   .superRefine((config, ctx) => {

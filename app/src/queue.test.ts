@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,13 +10,14 @@ import { InboxStore, type InboxEntry } from "./db/inbox.js";
 import { messagesForInbox, saveMessage } from "./db/messages.js";
 import { migrate } from "./db/migrations.js";
 import type { TurnOutcome } from "./agent/turn.js";
+import { maySteer } from "./audience.js";
 import {
   ABORTED_REPLY,
   CRASHED_REPLY,
   DUPLICATE_REPLY,
   MessageQueue,
   STEERING_REPLY,
-  type Runner,
+  type TurnEngineLike,
 } from "./queue.js";
 
 const userMessage = (entry: InboxEntry): UserMessage => ({
@@ -26,7 +27,7 @@ const userMessage = (entry: InboxEntry): UserMessage => ({
 });
 
 /** Plays the part of the agent: records which inbox entries ran, in order. */
-class ScriptedRunner implements Runner {
+class ScriptedEngine implements TurnEngineLike {
   busy = false;
   runs: number[] = [];
   outcomes: TurnOutcome[] = [];
@@ -40,11 +41,17 @@ class ScriptedRunner implements Runner {
 
   constructor(private readonly db: Database) {}
 
-  async run(inboxId: number, message: UserMessage): Promise<TurnOutcome> {
+  async run(
+    inboxId: number,
+    message: UserMessage,
+    options: { countAttempt?: boolean } = {},
+  ): Promise<TurnOutcome> {
     this.busy = true;
     this.aborted = false;
     this.runs.push(inboxId);
     try {
+      // As the real engine does, with the user message.
+      await new InboxStore(this.db).markProcessing(inboxId, options.countAttempt ?? true);
       const saved = await messagesForInbox(this.db, inboxId);
       if (!saved.length) await saveMessage(this.db, message, inboxId);
       await this.gate;
@@ -75,16 +82,18 @@ let database: TestDatabase;
 let dir: string;
 let db: Database;
 let inbox: InboxStore;
-let runner: ScriptedRunner;
+let engine: ScriptedEngine;
 
 function makeQueue(overrides: { maxRetries?: number; retryDelayMs?: number } = {}): MessageQueue {
   return new MessageQueue({
     inbox,
-    runner,
+    engine,
     buildUserMessage: async (entry) => userMessage(entry),
     messagesForInbox: (id) => messagesForInbox(db, id),
     afterTurn: async () => {},
-    notify: async () => {},
+    deliver: async () => {},
+    maySteer: (running, incoming) => maySteer(running, incoming, {}),
+    waitForDatabase: async () => {},
     maxRetries: overrides.maxRetries ?? 2,
     retryDelayMs: overrides.retryDelayMs ?? 0,
     logger: silentLogger,
@@ -107,7 +116,7 @@ beforeAll(async () => {
 
 beforeEach(async () => {
   await db.query("TRUNCATE inbox, messages RESTART IDENTITY CASCADE");
-  runner = new ScriptedRunner(db);
+  engine = new ScriptedEngine(db);
 });
 
 afterAll(async () => {
@@ -133,62 +142,65 @@ describe("MessageQueue", () => {
     const queue = makeQueue();
     expect(await queue.recover()).toBe(2);
     await queue.idle();
-    expect(runner.runs).toEqual([first.id, second.id]);
+    expect(engine.runs).toEqual([first.id, second.id]);
     expect((await status(second.id))?.status).toBe("done");
   });
 
   it("queues (once) an owner's message whose steering came too late", async () => {
     const queue = makeQueue();
     const held = gate();
-    runner.gate = held.promise;
+    engine.gate = held.promise;
     const first = await queue.submit(null, null, { message: "one", attachments: [] });
-    runner.steerAccepts = false; // the turn is ending
+    engine.steerAccepts = false; // the turn is ending
     const second = await queue.submit(null, null, { message: "two", attachments: [] });
     expect(second.steered).toBe(false);
     held.open();
     expect(await first.reply).toBe(`reply to ${first.id}`);
     expect(await second.reply).toBe(`reply to ${second.id}`);
     await queue.idle();
-    expect(runner.runs).toEqual([first.id, second.id]);
+    expect(engine.runs).toEqual([first.id, second.id]);
   });
 
   it("a steer the turn took in is done and acknowledged; one it missed runs later and its reply is kept for the owner", async () => {
     const queue = makeQueue();
     const held = gate();
-    runner.gate = held.promise;
+    engine.gate = held.promise;
     const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    await vi.waitFor(() => expect(engine.busy).toBe(true));
     const taken = await queue.submit(null, null, { message: "also this", attachments: [] });
     expect(taken).toMatchObject({ steered: true });
     expect(await taken.reply).toBe(STEERING_REPLY);
     held.open();
     await first.reply;
     await queue.idle();
-    expect(runner.runs).toEqual([first.id]);
+    expect(engine.runs).toEqual([first.id]);
     expect(await status(taken.id)).toEqual({ status: "done", delivered: true });
 
-    runner.takeSteers = false;
+    engine.takeSteers = false;
     const second = gate();
-    runner.gate = second.promise;
+    engine.gate = second.promise;
     const third = await queue.submit(null, null, { message: "three", attachments: [] });
+    // The turn starts asynchronously: steer only once it runs.
+    await vi.waitFor(() => expect(engine.busy).toBe(true));
     const missed = await queue.submit(null, null, { message: "missed steer", attachments: [] });
     expect(missed.steered).toBe(true);
     second.open();
     await third.reply;
     await queue.idle();
-    expect(runner.runs).toEqual([first.id, third.id, missed.id]);
+    expect(engine.runs).toEqual([first.id, third.id, missed.id]);
     // Its real reply was never seen: it is offered with the owner's next reply.
-    const undelivered = await inbox.undelivered(null, missed.id + 1);
+    const undelivered = await inbox.undelivered({ owner: true }, missed.id + 1);
     expect(undelivered.map((row) => row.response)).toContain(`reply to ${missed.id}`);
   });
 
   it("/stop cancels a retry the queue is waiting to make", async () => {
     const queue = makeQueue({ retryDelayMs: 60_000 });
-    runner.outcomes = [{ kind: "error", message: "503 overloaded", retryable: true, progressSaved: false }];
+    engine.outcomes = [{ kind: "error", message: "503 overloaded", retryable: true, progressSaved: false }];
     const submitted = await queue.submit("cron", null, { message: "retry me", attachments: [] });
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(queue.stop()).toBe(ABORTED_REPLY);
     expect(await submitted.reply).toBe(ABORTED_REPLY);
-    expect(runner.runs).toHaveLength(1);
+    expect(engine.runs).toHaveLength(1);
   });
 
   it("gives up on a message that took the process down on every attempt", async () => {
@@ -196,7 +208,7 @@ describe("MessageQueue", () => {
     for (let i = 0; i < 3; i++) await inbox.markProcessing(entry.id); // three starts, three crashes
     const queue = makeQueue({ maxRetries: 2 });
     expect(await queue.recover()).toBe(0);
-    expect(runner.runs).toEqual([]);
+    expect(engine.runs).toEqual([]);
     const row = await db.query<{ status: string; response: string }>("SELECT status, response FROM inbox");
     expect(row.rows[0]).toEqual({ status: "failed", response: CRASHED_REPLY });
   });
@@ -218,7 +230,7 @@ describe("MessageQueue", () => {
     );
     expect(again).toMatchObject({ id: first.id, duplicate: true });
     expect(await again.reply).toBe(DUPLICATE_REPLY);
-    expect(runner.runs).toEqual([first.id]);
+    expect(engine.runs).toEqual([first.id]);
     expect((await db.query("SELECT 1 FROM inbox")).rows).toHaveLength(1);
   });
 });

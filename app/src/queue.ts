@@ -1,26 +1,55 @@
 import type { UserMessage } from "@mariozechner/pi-ai";
 import { errorMessage, type Logger } from "@stavrobot/common";
+import { isDatabaseUnavailable } from "./db/database.js";
 import type { InboxEntry, InboxPayload, InboxStore } from "./db/inbox.js";
 import type { StoredMessage } from "./db/messages.js";
 import type { TurnOutcome } from "./agent/turn.js";
+import type { Answer } from "./delivery/answers.js";
+import { startedByNobody } from "./audience.js";
 
-/** The part of TurnRunner the queue drives (an interface so tests can script outcomes). */
-export interface Runner {
+/** The part of TurnEngine the queue drives (an interface so tests can script outcomes). */
+export interface TurnEngineLike {
   readonly busy: boolean;
-  run(inboxId: number, message: UserMessage): Promise<TurnOutcome>;
+  /** Runs the entry's turn; it marks the entry `processing` (counting an attempt unless told not to). */
+  run(inboxId: number, message: UserMessage, options?: { countAttempt?: boolean }): Promise<TurnOutcome>;
   steer(inboxId: number, message: UserMessage): boolean;
   abort(): boolean;
 }
 
 export interface QueueDeps {
   inbox: InboxStore;
-  runner: Runner;
+  engine: TurnEngineLike;
   buildUserMessage: (entry: InboxEntry) => Promise<UserMessage>;
   messagesForInbox: (inboxId: number) => Promise<StoredMessage[]>;
+  /**
+   * Finishes an entry (the inbox update), writing with it any messages of its turn still waiting
+   * to be written. Default: the inbox update alone.
+   */
+  finish?: (
+    id: number,
+    status: "done" | "failed",
+    response: string,
+    error?: string,
+    delivered?: boolean,
+  ) => Promise<void>;
+  /** Forgets any in-memory copy of the conversation (recovery reads the database). */
+  reloadConversation?: () => void;
   /** Runs after each finished turn, before the next message (compaction). */
   afterTurn: () => Promise<void>;
-  /** Pushes a text to a sender on channels that can receive one (Signal, Telegram...). */
-  notify: (entry: InboxEntry, text: string) => Promise<void>;
+  /**
+   * Takes a finished turn's answer (or error) to its audience: a channel's outbox, or the owner's
+   * console. Must be idempotent: after a crash it may run again for the same entry.
+   */
+  deliver: (entry: InboxEntry, answer: Answer) => Promise<void>;
+  /** Whether a new message from `incoming` may steer the turn running for `running`. */
+  maySteer: (running: InboxEntry, incoming: { source: string | null; sender: string | null }) => boolean;
+  /** Resolves once the database answers again after an outage. */
+  waitForDatabase: () => Promise<void>;
+  /**
+   * A used-up budget: no turn starts. A person's message is answered with the message; a turn no
+   * person started (cron, a plugin's result) is held until `resetsAt` and then runs.
+   */
+  budgetRefusal?: () => { message: string; resetsAt: Date } | undefined;
   maxRetries: number;
   retryDelayMs: number;
   sleep?: (ms: number) => Promise<void>;
@@ -30,8 +59,12 @@ export interface QueueDeps {
 export const STEERING_REPLY = "Message received, steering the current request.";
 export const ABORTED_REPLY = "Aborted.";
 export const DUPLICATE_REPLY = "This message was already received.";
+export const EMPTY_REPLY = "(The assistant finished without a text reply.)";
 export const INTERRUPTED_REPLY =
   "Your message was interrupted (the assistant restarted) after some of its actions had already run. " +
+  "It was not retried, to avoid repeating them; please check what was done and ask again if needed.";
+export const OUTAGE_REPLY =
+  "Your message was interrupted by a database outage after some of its actions had already run. " +
   "It was not retried, to avoid repeating them; please check what was done and ask again if needed.";
 export const CRASHED_REPLY =
   "The assistant stopped unexpectedly every time it worked on your message, so it gave up on it. " +
@@ -40,6 +73,11 @@ export const CRASHED_REPLY =
 export interface Submitted {
   id: number;
   reply: Promise<string>;
+  /**
+   * Resolves if the database goes away while the message waits or runs: it is saved and will run
+   * when the database is back, but whoever waits for `reply` may want to answer now.
+   */
+  deferred: Promise<void>;
   /** The reply only acknowledges steering; the message's real outcome comes with the turn. */
   steered: boolean;
   /** The idempotency key was seen before: nothing new was saved. */
@@ -49,7 +87,10 @@ export interface Submitted {
 interface Item {
   entry: InboxEntry;
   resolve: (reply: string) => void;
+  defer: () => void;
 }
+
+const never = new Promise<void>(() => {});
 
 /**
  * One message at a time, in order. Every message is written to the inbox table before it is
@@ -58,8 +99,15 @@ interface Item {
 export class MessageQueue {
   private readonly items: Item[] = [];
   /** Reply promises of entries queued or running, so an entry is never queued twice. */
-  private readonly waiting = new Map<number, Promise<string>>();
+  private readonly waiting = new Map<number, { reply: Promise<string>; deferred: Promise<void> }>();
   private running = false;
+  /** Whether a message steered a turn since steering was last settled. */
+  private steeredSinceSettled = false;
+  /** Turns no person started, waiting for the budget to allow them. */
+  private held: Item[] = [];
+  private holdTimer: NodeJS.Timeout | undefined;
+  /** The entry whose turn is running (steering needs to know whose conversation it is). */
+  private current: InboxEntry | undefined;
   private idleWaiters: (() => void)[] = [];
   /** Set while the queue sleeps before retrying a turn, so /stop can cancel the retry. */
   private retryWait: AbortController | undefined;
@@ -79,6 +127,16 @@ export class MessageQueue {
     return this.running;
   }
 
+  /** The inbox id of the message whose turn is running, if any. */
+  get currentEntryId(): number | undefined {
+    return this.current?.id;
+  }
+
+  /** The message whose turn is running, if any. */
+  get currentEntry(): InboxEntry | undefined {
+    return this.current;
+  }
+
   /**
    * Saves the message, then either steers the running turn with it (the owner talking while the
    * assistant works) or queues it. `reply` resolves once the message is handled.
@@ -90,15 +148,37 @@ export class MessageQueue {
     idempotencyKey?: string,
   ): Promise<Submitted> {
     const { entry, duplicate } = await this.deps.inbox.add(source, sender, payload, idempotencyKey);
-    if (duplicate)
-      return { id: entry.id, reply: Promise.resolve(DUPLICATE_REPLY), steered: false, duplicate };
-    if (this.deps.runner.busy && isOwner(source) && payload.message?.trim()) {
+    if (duplicate) {
+      return {
+        id: entry.id,
+        reply: Promise.resolve(DUPLICATE_REPLY),
+        deferred: never,
+        steered: false,
+        duplicate,
+      };
+    }
+    const running = this.current;
+    if (
+      running &&
+      this.deps.engine.busy &&
+      payload.message?.trim() &&
+      // Files still to fetch would hold up the sender's answer: such a message waits its turn.
+      !payload.media?.length &&
+      this.deps.maySteer(running, { source, sender })
+    ) {
       try {
         const message = await this.deps.buildUserMessage(entry);
         await this.deps.inbox.markSteered(entry.id);
+        this.steeredSinceSettled = true;
         // Settled after the turn: done if the turn took it in, queued otherwise (settleSteered).
-        if (this.deps.runner.steer(entry.id, message)) {
-          return { id: entry.id, reply: Promise.resolve(STEERING_REPLY), steered: true, duplicate };
+        if (this.deps.engine.steer(entry.id, message)) {
+          return {
+            id: entry.id,
+            reply: Promise.resolve(STEERING_REPLY),
+            deferred: never,
+            steered: true,
+            duplicate,
+          };
         }
         await this.deps.inbox.markPending(entry.id);
       } catch (error) {
@@ -109,12 +189,20 @@ export class MessageQueue {
         await this.deps.inbox.markPending(entry.id).catch(() => {});
       }
     }
-    return { id: entry.id, reply: this.enqueue(entry), steered: false, duplicate };
+    return { id: entry.id, ...this.enqueue(entry), steered: false, duplicate };
+  }
+
+  /**
+   * Queues an entry already saved in the inbox by someone else (a cron firing, saved in the same
+   * transaction as the record of the firing). Its reply goes to the entry's audience.
+   */
+  accept(entry: InboxEntry): Promise<string> {
+    return this.enqueue(entry).reply;
   }
 
   /** `/stop`: aborts the running turn, or cancels a retry the queue is waiting to make. */
   stop(): string {
-    if (this.deps.runner.abort()) return ABORTED_REPLY;
+    if (this.deps.engine.abort()) return ABORTED_REPLY;
     if (this.retryWait) {
       this.retryWait.abort();
       return ABORTED_REPLY;
@@ -122,8 +210,26 @@ export class MessageQueue {
     return "Nothing is running.";
   }
 
+  private finish(
+    id: number,
+    status: "done" | "failed",
+    response: string,
+    error?: string,
+    delivered?: boolean,
+  ): Promise<void> {
+    return (this.deps.finish ?? this.deps.inbox.finish.bind(this.deps.inbox))(
+      id,
+      status,
+      response,
+      error,
+      delivered,
+    );
+  }
+
   /** Called once at start-up, before new messages arrive: resume or settle what was unfinished. */
   async recover(): Promise<number> {
+    // What a crashed process left behind is read from the database, not from any copy in memory.
+    this.deps.reloadConversation?.();
     let resumed = 0;
     for (const entry of await this.deps.inbox.unfinished()) {
       const saved = await this.deps.messagesForInbox(entry.id);
@@ -135,16 +241,11 @@ export class MessageQueue {
         continue;
       } else if (entry.attempts > this.deps.maxRetries) {
         // Each start that picked it up counted an attempt: it keeps taking the process down.
-        await this.deps.inbox.finish(
-          entry.id,
-          "failed",
-          CRASHED_REPLY,
-          `gave up after ${entry.attempts} attempts`,
-        );
-        await this.deps.notify(entry, CRASHED_REPLY);
+        await this.finish(entry.id, "failed", CRASHED_REPLY, `gave up after ${entry.attempts} attempts`);
+        await this.tell(entry, { kind: "error", text: CRASHED_REPLY });
         continue;
       }
-      void this.enqueue(entry);
+      this.enqueue(entry);
       resumed++;
     }
     return resumed;
@@ -156,17 +257,45 @@ export class MessageQueue {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private enqueue(entry: InboxEntry): Promise<string> {
+  private enqueue(entry: InboxEntry): { reply: Promise<string>; deferred: Promise<void> } {
     const existing = this.waiting.get(entry.id);
     if (existing) return existing;
+    let defer = () => {};
+    const deferred = new Promise<void>((resolve) => (defer = resolve));
     const reply = new Promise<string>((resolve) => {
       // Acceptance order is inbox id order, even when two saves finish out of order.
       const at = this.items.findIndex((item) => item.entry.id > entry.id);
-      this.items.splice(at === -1 ? this.items.length : at, 0, { entry, resolve });
+      this.items.splice(at === -1 ? this.items.length : at, 0, { entry, resolve, defer });
     });
-    this.waiting.set(entry.id, reply);
+    const handle = { reply, deferred };
+    this.waiting.set(entry.id, handle);
     void this.pump();
-    return reply;
+    return handle;
+  }
+
+  /**
+   * Runs a database write, and while the database is away waits for it and tries again, so that
+   * nothing accepted is dropped because PostgreSQL restarted. The waiting sender is told at once.
+   */
+  private async durably<T>(item: Item, write: () => Promise<T>): Promise<T> {
+    for (;;) {
+      try {
+        return await write();
+      } catch (error) {
+        if (!isDatabaseUnavailable(error)) throw error;
+        await this.outage(item, error);
+      }
+    }
+  }
+
+  private async outage(item: Item, error: unknown): Promise<void> {
+    this.deps.logger.warn("the database is unavailable; waiting for it", {
+      id: item.entry.id,
+      error: errorMessage(error),
+    });
+    item.defer();
+    await this.deps.waitForDatabase();
+    this.deps.logger.info("the database is back", { id: item.entry.id });
   }
 
   private async pump(): Promise<void> {
@@ -175,12 +304,20 @@ export class MessageQueue {
     try {
       for (let item = this.items.shift(); item; item = this.items.shift()) {
         const { entry } = item;
-        const reply = await this.process(entry).catch(async (error: unknown) => {
+        const current = item;
+        // Should this fail, the model call itself is refused by the same budget.
+        if (await this.refusedByBudget(item).catch(() => false)) continue;
+        this.current = entry;
+        const reply = await this.process(item).catch(async (error: unknown) => {
           this.deps.logger.error("processing a message failed", { id: entry.id, error });
           const text = `Something went wrong: ${errorMessage(error)}`;
-          await this.deps.inbox.finish(entry.id, "failed", text, errorMessage(error)).catch(() => {});
+          await this.durably(current, () => this.finish(entry.id, "failed", text, errorMessage(error))).catch(
+            () => {},
+          );
+          await this.tell(entry, { kind: "error", text }, current);
           return text;
         });
+        this.current = undefined;
         this.waiting.delete(entry.id);
         item.resolve(reply);
         // Nothing here may throw out of pump(): the next message must still run.
@@ -199,19 +336,76 @@ export class MessageQueue {
     }
   }
 
-  private async process(entry: InboxEntry): Promise<string> {
+  /**
+   * Over budget, a person's message is answered at once with the reason, and a turn no person
+   * started waits (status pending, so a restart keeps it) until the budget allows it.
+   */
+  private async refusedByBudget(item: Item): Promise<boolean> {
+    const refusal = this.deps.budgetRefusal?.();
+    if (!refusal) return false;
+    const { entry } = item;
+    if (startedByNobody(entry.source)) {
+      this.deps.logger.info("turn held until the budget allows it", {
+        id: entry.id,
+        until: refusal.resetsAt,
+      });
+      this.held.push(item);
+      this.releaseHeldAt(refusal.resetsAt);
+      return true;
+    }
+    await this.durably(item, () => this.finish(entry.id, "failed", refusal.message, "over budget"));
+    await this.tell(entry, { kind: "error", text: refusal.message }, item);
+    this.waiting.delete(entry.id);
+    item.resolve(refusal.message);
+    return true;
+  }
+
+  private releaseHeldAt(when: Date): void {
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    // Checked at least hourly: a budget may also be raised (a restart with a new config).
+    const delay = Math.min(Math.max(when.getTime() - Date.now(), 1_000), 3_600_000);
+    this.holdTimer = setTimeout(() => {
+      this.holdTimer = undefined;
+      const held = this.held;
+      this.held = [];
+      for (const item of held) {
+        const at = this.items.findIndex((queued) => queued.entry.id > item.entry.id);
+        this.items.splice(at === -1 ? this.items.length : at, 0, item);
+      }
+      void this.pump();
+    }, delay);
+    this.holdTimer.unref();
+  }
+
+  private async process(item: Item): Promise<string> {
+    const { entry } = item;
     const message = await this.deps.buildUserMessage(entry);
+    let resumed = false;
     for (let attempt = 0; ; attempt++) {
-      await this.deps.inbox.markProcessing(entry.id);
-      const outcome = await this.deps.runner.run(entry.id, message);
+      const outcome = await this.deps.engine.run(entry.id, message, { countAttempt: !resumed });
+      resumed = false;
       if (outcome.kind === "reply") {
-        const text = outcome.text || "(The assistant finished without a text reply.)";
-        await this.deps.inbox.finish(entry.id, "done", text);
+        const text = outcome.text || EMPTY_REPLY;
+        await this.durably(item, () => this.finish(entry.id, "done", text));
+        await this.tell(entry, { kind: "reply", text: outcome.text }, item);
         return text;
       }
       if (outcome.kind === "aborted") {
-        await this.deps.inbox.finish(entry.id, "done", ABORTED_REPLY);
+        await this.durably(item, () => this.finish(entry.id, "done", ABORTED_REPLY));
+        await this.tell(entry, { kind: "aborted", text: ABORTED_REPLY }, item);
         return ABORTED_REPLY;
+      }
+      if (outcome.databaseDown) {
+        await this.outage(item, outcome.message);
+        if (!outcome.progressSaved) {
+          // Nothing of the turn reached the database: run it again, as if for the first time.
+          resumed = true;
+          attempt--;
+          continue;
+        }
+        await this.durably(item, () => this.finish(entry.id, "failed", OUTAGE_REPLY, outcome.message));
+        await this.tell(entry, { kind: "error", text: OUTAGE_REPLY }, item);
+        return OUTAGE_REPLY;
       }
       if (outcome.retryable && attempt < this.deps.maxRetries) {
         this.deps.logger.warn("turn failed, retrying", {
@@ -224,14 +418,15 @@ export class MessageQueue {
         await this.sleep(this.deps.retryDelayMs, wait.signal);
         this.retryWait = undefined;
         if (wait.signal.aborted) {
-          await this.deps.inbox.finish(entry.id, "done", ABORTED_REPLY);
+          await this.durably(item, () => this.finish(entry.id, "done", ABORTED_REPLY));
+          await this.tell(entry, { kind: "aborted", text: ABORTED_REPLY }, item);
           return ABORTED_REPLY;
         }
         continue;
       }
       const text = `Something went wrong: ${describeProviderError(outcome.message)}`;
-      await this.deps.inbox.finish(entry.id, "failed", text, outcome.message);
-      await this.deps.notify(entry, text);
+      await this.durably(item, () => this.finish(entry.id, "failed", text, outcome.message));
+      await this.tell(entry, { kind: "error", text }, item);
       return text;
     }
   }
@@ -243,16 +438,26 @@ export class MessageQueue {
         .filter((block) => block.type === "text")
         .map((block) => block.text)
         .join("\n");
-      await this.deps.inbox.finish(entry.id, "done", text);
+      await this.finish(entry.id, "done", text);
+      await this.tell(entry, { kind: "reply", text });
       return;
     }
-    await this.deps.inbox.finish(
-      entry.id,
-      "failed",
-      INTERRUPTED_REPLY,
-      "interrupted after tool results were saved",
-    );
-    await this.deps.notify(entry, INTERRUPTED_REPLY);
+    await this.finish(entry.id, "failed", INTERRUPTED_REPLY, "interrupted after tool results were saved");
+    await this.tell(entry, { kind: "error", text: INTERRUPTED_REPLY });
+  }
+
+  /**
+   * Hands an answer to its audience. It waits out a database outage like every other write of a
+   * turn (with `item`); a failure is logged, never thrown: the answer is in the inbox and is
+   * handed over again at the next start.
+   */
+  private async tell(entry: InboxEntry, answer: Answer, item?: Item): Promise<void> {
+    const deliver = () => this.deps.deliver(entry, answer);
+    try {
+      await (item ? this.durably(item, deliver) : deliver());
+    } catch (error) {
+      this.deps.logger.error("could not hand over an answer", { id: entry.id, error: errorMessage(error) });
+    }
   }
 
   /**
@@ -260,25 +465,28 @@ export class MessageQueue {
    * any that came too late become turns of their own, whose reply the owner sees later.
    */
   private async settleSteered(): Promise<void> {
-    for (const entry of await this.deps.inbox.unfinished()) {
-      if (entry.status !== "steered" || this.waiting.has(entry.id)) continue;
-      if (await this.settleSteer(entry)) continue;
-      await this.deps.inbox.markPending(entry.id);
-      void this.enqueue(entry);
+    // Nothing was steered since the last settling: no row can be waiting (recover() handles a start).
+    if (!this.steeredSinceSettled) return;
+    this.steeredSinceSettled = false;
+    try {
+      for (const entry of await this.deps.inbox.unfinished()) {
+        if (entry.status !== "steered" || this.waiting.has(entry.id)) continue;
+        if (await this.settleSteer(entry)) continue;
+        await this.deps.inbox.markPending(entry.id);
+        this.enqueue(entry);
+      }
+    } catch (error) {
+      this.steeredSinceSettled = true;
+      throw error;
     }
   }
 
   private async settleSteer(entry: InboxEntry): Promise<boolean> {
     const saved = await this.deps.messagesForInbox(entry.id);
     if (!saved.some((row) => row.message.role === "user")) return false;
-    await this.deps.inbox.finish(entry.id, "done", STEERING_REPLY, undefined, true);
+    await this.finish(entry.id, "done", STEERING_REPLY, undefined, true);
     return true;
   }
-}
-
-/** The owner talks through the CLI or the web (no source); channels come with allowlists later. */
-function isOwner(source: string | null): boolean {
-  return source === null || source === "cli" || source === "web";
 }
 
 /** "400 {"type":"error","error":{"message":"x"}}" → "x (HTTP 400)". */

@@ -1,45 +1,177 @@
 /**
  * `npm start`: runs the assistant on this machine without Docker. The app runs in this process
  * (on the embedded PostgreSQL unless DATABASE_URL or PG* variables point at a server); sibling
- * services run as supervised child processes on loopback.
+ * services run as supervised child processes on loopback: the plugin-runner and the
+ * python-runner always, the coder when `[coder]` is configured, the Signal bridge when `[signal]`.
  */
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
-import { createLogger } from "@stavrobot/common";
-import { resolvePaths } from "./app.js";
-import { startSibling } from "./local/sibling.js";
+import { z } from "zod";
+import { EXIT_CONFIG, createLogger, errorMessage, parseEnv } from "@stavrobot/common";
+import { loadConfig, type AppConfig } from "./config.js";
+import { parseAppEnv } from "./env.js";
+import { startSibling, type Sibling } from "./local/sibling.js";
+import { toolPathFor } from "./local/tool-path.js";
 import { main } from "./main.js";
+import { resolvePaths } from "./paths.js";
+
+/** A sibling's loopback port: the app is told where it is, so "any free port" (0) will not do. */
+const port = (fallback: number) => z.coerce.number().int().min(1).max(65535).default(fallback);
+
+/** The launcher's own variables: where the sibling services listen. */
+const launcherEnvSchema = z.object({
+  PLUGIN_RUNNER_PORT: port(3003),
+  PYTHON_RUNNER_PORT: port(3004),
+  CODER_PORT: port(3002),
+  SIGNAL_BRIDGE_PORT: port(8081),
+});
 
 const env = process.env;
-const paths = resolvePaths(env);
-const internalPort = Number(env.INTERNAL_PORT ?? 3001);
-const runnerPort = Number(env.PLUGIN_RUNNER_PORT ?? 3003);
 const logger = createLogger("launcher");
+let settings;
+let launcherEnv;
+try {
+  settings = parseAppEnv(env);
+  launcherEnv = parseEnv("launcher", launcherEnvSchema, env);
+} catch (error) {
+  logger.error((error as Error).message);
+  process.exit(EXIT_CONFIG);
+}
+const paths = resolvePaths(settings);
+const ports = {
+  internal: settings.INTERNAL_PORT,
+  pluginRunner: launcherEnv.PLUGIN_RUNNER_PORT,
+  pythonRunner: launcherEnv.PYTHON_RUNNER_PORT,
+  coder: launcherEnv.CODER_PORT,
+  signalBridge: launcherEnv.SIGNAL_BRIDGE_PORT,
+};
+const config = readConfig();
 
-const runner = startSibling(
-  {
-    name: "plugin-runner",
-    entry: fileURLToPath(new URL("../../plugin-runner/src/main.ts", import.meta.url)),
-    env: {
-      PATH: env.PATH,
-      HOME: env.HOME,
-      TZ: env.TZ,
-      STAVROBOT_LOG_LEVEL: env.STAVROBOT_LOG_LEVEL,
-      HOST: "127.0.0.1",
-      PORT: String(runnerPort),
-      PLUGINS_DIR: join(paths.dataDir, "plugins"),
-      PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
-      PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
-      // Per installation: the runner empties this at start-up, so two instances must not share it.
-      PLUGIN_RUNS_DIR: join(paths.dataDir, "plugin-runner", "runs"),
-      APP_INTERNAL_URL: `http://127.0.0.1:${internalPort}`,
-      STAVROBOT_INTERNAL_SECRET_FILE: paths.secretFile,
-      ...(env.STAVROBOT_INTERNAL_SECRET ? { STAVROBOT_INTERNAL_SECRET: env.STAVROBOT_INTERNAL_SECRET } : {}),
+/** What every sibling gets: loopback, the internal secret, the way back to the app. */
+const common = {
+  PATH: env.PATH,
+  HOME: env.HOME,
+  TZ: env.TZ,
+  STAVROBOT_LOG_LEVEL: env.STAVROBOT_LOG_LEVEL,
+  HOST: "127.0.0.1",
+  APP_INTERNAL_URL: `http://127.0.0.1:${ports.internal}`,
+  STAVROBOT_INTERNAL_SECRET_FILE: paths.secretFile,
+  ...pick(["STAVROBOT_INTERNAL_SECRET"]),
+};
+// Run compiled (npm start: app/dist) the siblings run compiled too; from sources (tests) from sources.
+const compiled = import.meta.url.endsWith(".js");
+const entry = (service: string) =>
+  fileURLToPath(
+    new URL(compiled ? `../../${service}/dist/main.js` : `../../${service}/src/main.ts`, import.meta.url),
+  );
+const pluginsDir = join(paths.dataDir, "plugins");
+
+const siblings: Sibling[] = [
+  startSibling(
+    {
+      name: "plugin-runner",
+      entry: entry("plugin-runner"),
+      env: {
+        ...common,
+        PORT: String(ports.pluginRunner),
+        PLUGINS_DIR: pluginsDir,
+        PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
+        PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
+        // Tools find uv, python3, node and git where this launcher finds them.
+        PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),
+        ...pick(["PLUGIN_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"]),
+      },
     },
+    logger,
+  ),
+  startSibling(
+    {
+      name: "python-runner",
+      entry: entry("python-runner"),
+      env: {
+        ...common,
+        PORT: String(ports.pythonRunner),
+        PYTHON_RUNNER_STATE_DIR: join(paths.dataDir, "python-runner"),
+        PYTHON_RUNNER_TOOL_PATH: env.PYTHON_RUNNER_TOOL_PATH ?? toolPathFor(env.PATH ?? ""),
+        ...pick(["PYTHON_RUNNER_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE"]),
+      },
+    },
+    logger,
+  ),
+];
+if (config?.coder) {
+  siblings.push(
+    startSibling(
+      {
+        name: "coder",
+        entry: entry("coder"),
+        env: {
+          ...common,
+          PORT: String(ports.coder),
+          PLUGINS_DIR: pluginsDir,
+          CODER_MODEL: config.coder.model,
+          CODER_CREDENTIALS_DIR: join(paths.dataDir, "coder"),
+          CODER_STATE_DIR: join(paths.dataDir, "coder-state"),
+          ...(config.coder.apiKey ? { ANTHROPIC_API_KEY: config.coder.apiKey } : {}),
+          ...(config.coder.baseUrl ? { ANTHROPIC_BASE_URL: config.coder.baseUrl } : {}),
+          ...pick(["CODER_SANDBOX", "CLAUDE_PATH", "CODER_TIMEOUT_MS"]),
+        },
+      },
+      logger,
+    ),
+  );
+}
+if (config?.signal) {
+  siblings.push(
+    startSibling(
+      {
+        name: "signal-bridge",
+        entry: entry("signal-bridge"),
+        env: {
+          ...common,
+          PORT: String(ports.signalBridge),
+          SIGNAL_ACCOUNT: config.signal.account,
+          SIGNAL_CLI_CONFIG_DIR: join(paths.dataDir, "signal-cli"),
+          SIGNAL_BRIDGE_STATE_DIR: join(paths.dataDir, "signal-bridge"),
+          ...pick(["SIGNAL_CLI_PATH", "SIGNAL_CLI_HTTP_PORT"]),
+        },
+      },
+      logger,
+    ),
+  );
+}
+
+// A signal to the whole process group (Ctrl-C, systemd) reaches the siblings too: they stop on
+// their own while the app closes, and must not be restarted meanwhile.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => siblings.forEach((sibling) => sibling.release()));
+}
+
+await main(
+  {
+    ...env,
+    PLUGIN_RUNNER_URL: env.PLUGIN_RUNNER_URL ?? `http://127.0.0.1:${ports.pluginRunner}`,
+    PYTHON_RUNNER_URL: env.PYTHON_RUNNER_URL ?? `http://127.0.0.1:${ports.pythonRunner}`,
+    CODER_URL: env.CODER_URL ?? `http://127.0.0.1:${ports.coder}`,
+    SIGNAL_BRIDGE_URL: env.SIGNAL_BRIDGE_URL ?? `http://127.0.0.1:${ports.signalBridge}`,
   },
-  logger,
+  async () => {
+    await Promise.all(siblings.map((sibling) => sibling.stop()));
+  },
 );
 
-await main({ ...env, PLUGIN_RUNNER_URL: env.PLUGIN_RUNNER_URL ?? `http://127.0.0.1:${runnerPort}` }, () =>
-  runner.stop(),
-);
+/** The config when it exists and parses; the app itself reports (and exits on) a bad one. */
+function readConfig(): Readonly<AppConfig> | undefined {
+  if (!existsSync(paths.configPath)) return undefined;
+  try {
+    return loadConfig(paths.configPath);
+  } catch (error) {
+    logger.debug("config not readable yet", { error: errorMessage(error) });
+    return undefined;
+  }
+}
+
+function pick(keys: string[]): Record<string, string> {
+  return Object.fromEntries(keys.flatMap((key) => (env[key] ? [[key, env[key] as string]] : [])));
+}

@@ -1,8 +1,8 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { INTERRUPTED_REPLY } from "../src/queue.js";
 import { configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
-import { startAppProcess, waitFor, type AppProcess } from "./helpers/process.js";
+import { startAppProcess, type AppProcess } from "./helpers/process.js";
 
 const never = new Promise<never>(() => {});
 
@@ -31,13 +31,13 @@ describe("a message survives kill -9 of the app", () => {
     const lost = post(running.port, "/chat", { message: "remember the milk", source: "cli" }).catch(
       (e: Error) => e,
     );
-    await waitFor(() => fake.requests.length === 1, 30_000, "the LLM request");
+    await vi.waitFor(() => expect(fake.requests).toHaveLength(1), { timeout: 30_000 });
     await running.stop("SIGKILL");
     expect(await lost).toBeInstanceOf(Error);
 
     fake.enqueue(textTurn("Noted: milk."));
     running = await startAppProcess(testEnv.env);
-    await waitFor(() => fake.requests.length === 2, 30_000, "the resumed turn");
+    await vi.waitFor(() => expect(fake.requests).toHaveLength(2), { timeout: 30_000 });
     expect(fake.requests[1]!.lastUserText).toContain("Text: remember the milk");
 
     // The reply that nobody received is shown with the owner's next message.
@@ -64,7 +64,8 @@ describe("a message survives kill -9 of the app", () => {
     const lost = post(running.port, "/chat", { message: "pay the rent", source: "cli" }).catch(
       (e: Error) => e,
     );
-    await waitFor(() => fake.requests.length === 2, 30_000, "the second LLM call (tool result saved)");
+    // The second LLM call: the tool result was saved.
+    await vi.waitFor(() => expect(fake.requests).toHaveLength(2), { timeout: 30_000 });
     await running.stop("SIGKILL");
     await lost;
 

@@ -1,8 +1,9 @@
-import { beforeEach, describe, expect, it } from "vitest";
+import { setTimeout } from "node:timers/promises";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { textTurn, toolTurn, type FakeTurn } from "@stavrobot/common/test-support";
 import { ABORTED_REPLY, STEERING_REPLY } from "../src/queue.js";
-import { chat, useTestApp } from "./helpers/app.js";
-import { waitFor } from "./helpers/process.js";
+import { CANCELLATION_NOTE } from "../src/agent/turn.js";
+import { INTERNAL_SECRET, chat, useTestApp } from "./helpers/app.js";
 
 // maxRetries = 1, retryDelaySeconds = 0 (see configFor).
 const t = useTestApp();
@@ -81,15 +82,22 @@ describe("/stop and steering", () => {
     const held = gate();
     t.fake.enqueue({ content: [{ type: "text", text: "too late" }], gate: held.promise });
     const pending = chat(t.app, "a long task");
-    await waitFor(() => t.fake.requests.length === 1, 10_000, "the LLM call");
+    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1), { timeout: 10_000 });
     const stop = await chat(t.app, "/stop");
     expect(stop.body.response).toBe(ABORTED_REPLY);
     expect((await pending).body.response).toBe(ABORTED_REPLY);
     held.open();
-    // Nothing to stop when idle, and /stop is not stored as a message.
+    // Nothing to stop when idle, and /stop is not stored as a message: only the reference's
+    // cancellation note is, once, so the next turn knows the request was dropped on purpose.
     expect((await chat(t.app, "/stop")).body.response).toBe("Nothing is running.");
-    const stored = await t.app.db.query("SELECT 1 FROM messages WHERE content::text LIKE '%/stop%'");
-    expect(stored.rows).toHaveLength(0);
+    const stored = await t.app.db.query<{ text: string }>(
+      "SELECT content::text AS text FROM messages WHERE content::text LIKE '%/stop%'",
+    );
+    expect(stored.rows).toHaveLength(1);
+    expect(stored.rows[0]?.text).toContain(CANCELLATION_NOTE);
+    t.fake.enqueue(textTurn("ok, what next?"));
+    expect((await chat(t.app, "never mind")).body.response).toBe("ok, what next?");
+    expect(JSON.stringify(t.fake.requests.at(-1)?.body.messages)).toContain(CANCELLATION_NOTE);
   });
 
   it("an owner's message mid-turn steers the running turn", async () => {
@@ -97,7 +105,7 @@ describe("/stop and steering", () => {
     t.fake.enqueue({ ...toolTurn("execute_sql", { query: "SELECT 1 AS one" }), gate: held.promise });
     t.fake.enqueue(textTurn("Done, and noted your extra request."));
     const first = chat(t.app, "first request");
-    await waitFor(() => t.fake.requests.length === 1, 10_000, "the LLM call");
+    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1), { timeout: 10_000 });
     const steer = await chat(t.app, "also add oat milk");
     expect(steer.body.response).toBe(STEERING_REPLY);
     held.open();
@@ -114,6 +122,46 @@ describe("/stop and steering", () => {
     expect(steered.rows).toEqual([{ status: "done", saved: 1 }]);
   });
 
+  it("the owner's message typed while a plugin's result runs gets its own turn, not a steering reply", async () => {
+    const held = gate();
+    t.fake.enqueue({ ...textTurn("The forecast arrived: rain."), gate: held.promise });
+    t.fake.enqueue(textTurn("Your meeting is at 3."));
+    // A plugin's async result, as the plugin-runner delivers it: internal port, answer not awaited.
+    const result = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: `Bearer ${INTERNAL_SECRET}`,
+        Prefer: "respond-async",
+      },
+      body: JSON.stringify({
+        source: "plugin:weather/forecast",
+        message: 'The run of tool "forecast" returned: rain',
+      }),
+    });
+    expect(result.status).toBe(202);
+    // The plugin-result turn is running.
+    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1), { timeout: 10_000 });
+    const owner = chat(t.app, "when is my meeting?");
+    // The owner's message is kept while that turn runs.
+    await vi.waitFor(
+      async () => {
+        const saved = await t.app.db.query(
+          "SELECT 1 FROM inbox WHERE payload->>'message' = 'when is my meeting?'",
+        );
+        expect(saved.rows).toHaveLength(1);
+      },
+      { timeout: 10_000 },
+    );
+    held.open();
+    const reply = (await owner).body.response as string;
+    expect(reply).not.toBe(STEERING_REPLY);
+    expect(reply).toMatch(/Your meeting is at 3\.$/);
+    // With no push channel, the plugin-result turn's answer reaches the owner with that reply.
+    expect(reply).toContain("The forecast arrived: rain.");
+    expect(t.fake.requests[1]?.lastUserText).toContain("Text: when is my meeting?");
+  });
+
   it("messages are processed one at a time, in order", async () => {
     const held = gate();
     t.fake.enqueue({ ...textTurn("one"), gate: held.promise }, textTurn("two"), textTurn("three"));
@@ -128,14 +176,17 @@ describe("/stop and steering", () => {
         body: JSON.stringify({ message, source: "cron" }),
       }).then((r) => r.json() as Promise<{ response: string }>);
     const a = post("m1");
-    await waitFor(() => t.fake.requests.length === 1, 10_000, "first call");
+    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1), { timeout: 10_000 });
     const inboxSize = async () =>
       (await t.app.db.query<{ n: number }>("SELECT count(*)::int AS n FROM inbox")).rows[0]!.n;
     const before = await inboxSize();
     const b = post("m2");
-    await waitFor(async () => (await inboxSize()) === before + 1, 10_000, "m2 saved");
+    // m2 saved before m3 is sent, so the order is known.
+    await vi.waitFor(async () => expect(await inboxSize()).toBe(before + 1), { timeout: 10_000 });
     const c = post("m3");
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await vi.waitFor(async () => expect(await inboxSize()).toBe(before + 2), { timeout: 10_000 });
+    // Both wait: no call to the model starts while m1's turn runs.
+    await setTimeout(200);
     expect(t.fake.requests).toHaveLength(1);
     held.open();
     expect([(await a).response, (await b).response, (await c).response]).toEqual(["one", "two", "three"]);

@@ -8,8 +8,8 @@ import {
   type SimpleStreamOptions,
 } from "@mariozechner/pi-ai";
 import { errorMessage, type Logger } from "@stavrobot/common";
-import type { Database } from "../db/database.js";
-import { loadConversation, saveCompaction, type StoredMessage } from "../db/messages.js";
+import type { StoredMessage } from "../db/messages.js";
+import type { ConversationStore } from "./conversation.js";
 import type { ApiKeySource } from "./model.js";
 import { estimateAll, estimateTokens, type TokenBudget } from "./tokens.js";
 
@@ -20,12 +20,16 @@ export type CompleteFn = (
 ) => Promise<AssistantMessage>;
 
 export interface CompactionDeps {
-  db: Database;
+  conversation: ConversationStore;
   model: Model<Api>;
   getApiKey: ApiKeySource;
   budget: TokenBudget;
   logger: Logger;
   complete?: CompleteFn;
+  /** Asked before the summary call: a reason not to make it (a used-up budget), or undefined. */
+  refuseModelCall?: () => string | undefined;
+  /** Told of each summary call's answer (usage and cost). */
+  onModelCall?: (message: AssistantMessage) => void;
 }
 
 export type CompactionResult =
@@ -94,7 +98,7 @@ export function serializeForSummary(messages: readonly AgentMessage[]): string {
  * reloaded as summary + newer messages. An empty or failed summary is never saved.
  */
 export async function compactIfNeeded(deps: CompactionDeps): Promise<CompactionResult> {
-  const conversation = await loadConversation(deps.db);
+  const conversation = await deps.conversation.current();
   const rows = conversation.messages;
   const messages = rows.map((row) => row.message);
   const total = estimateAll(messages) + Math.ceil((conversation.summary?.text.length ?? 0) / 3);
@@ -109,7 +113,7 @@ export async function compactIfNeeded(deps: CompactionDeps): Promise<CompactionR
   const summary =
     (await summarise(deps, SUMMARY_PROMPT, transcript)) ?? (await summarise(deps, SHORT_PROMPT, transcript));
   if (!summary) return { compacted: false, reason: "the model returned no usable summary" };
-  await saveCompaction(deps.db, summary, boundary);
+  await deps.conversation.compact(summary, boundary);
   deps.logger.info("conversation compacted", { upToMessageId: boundary, messages: older.length });
   return { compacted: true, upToMessageId: boundary, summarisedMessages: older.length };
 }
@@ -121,6 +125,11 @@ async function summarise(
 ): Promise<string | undefined> {
   const complete = deps.complete ?? completeSimple;
   try {
+    const refusal = deps.refuseModelCall?.();
+    if (refusal) {
+      deps.logger.warn("compaction skipped", { reason: refusal });
+      return undefined;
+    }
     const apiKey = await deps.getApiKey(deps.model.provider);
     if (!apiKey) return undefined;
     const reply = await complete(
@@ -133,6 +142,7 @@ async function summarise(
       },
       { apiKey, maxTokens: 2048 },
     );
+    deps.onModelCall?.(reply);
     if (reply.stopReason === "error" || reply.stopReason === "aborted") {
       deps.logger.warn("compaction summary failed", { error: reply.errorMessage });
       return undefined;

@@ -1,7 +1,7 @@
-import { readFile, writeFile, rename } from "node:fs/promises";
 import { getEnvApiKey, getModels, getProviders, type Api, type Model } from "@mariozechner/pi-ai";
-import { getOAuthApiKey, type OAuthCredentials } from "@mariozechner/pi-ai/oauth";
-import { ConfigError } from "@stavrobot/common";
+import { ConfigError, errorMessage, type Logger } from "@stavrobot/common";
+import { CredentialsFile } from "../auth/credentials-file.js";
+import { OAuthKeys } from "../auth/oauth-keys.js";
 import type { AppConfig } from "../config.js";
 
 /**
@@ -56,34 +56,38 @@ export function resolveModel(
 
 export type ApiKeySource = (provider: string) => Promise<string | undefined>;
 
-/**
- * Where the LLM key comes from: `apiKey`, an OAuth credentials file (`authFile`, refreshed and
- * written back when it expires), the provider's usual environment variable, or, for a custom
- * `baseUrl` (Ollama and friends need none), a placeholder.
- */
-export function createApiKeySource(config: Pick<AppConfig, "apiKey" | "authFile" | "baseUrl">): ApiKeySource {
-  return async (provider) => {
-    if (config.apiKey) return config.apiKey;
-    if (config.authFile) return oauthKey(config.authFile, provider);
-    const fromEnv = getEnvApiKey(provider);
-    if (fromEnv) return fromEnv;
-    return config.baseUrl ? "no-key" : undefined;
-  };
+export interface KeySource {
+  /** Never throws (pi-agent-core's rule): undefined when there is no key. */
+  getApiKey: ApiKeySource;
+  /** Set when keys come from `authFile`: its login state, refresh and invalidation. */
+  oauth: OAuthKeys | undefined;
 }
 
-async function oauthKey(path: string, provider: string): Promise<string | undefined> {
-  let all: Record<string, OAuthCredentials>;
-  try {
-    all = JSON.parse(await readFile(path, "utf8")) as Record<string, OAuthCredentials>;
-  } catch {
-    return undefined;
-  }
-  const result = await getOAuthApiKey(provider as Parameters<typeof getOAuthApiKey>[0], all);
-  if (!result) return undefined;
-  if (result.newCredentials.access !== all[provider]?.access) {
-    const next = { ...all, [provider]: result.newCredentials };
-    await writeFile(`${path}.tmp`, JSON.stringify(next, null, 2), { mode: 0o600 });
-    await rename(`${path}.tmp`, path);
-  }
-  return result.apiKey;
+/**
+ * Where the LLM key comes from: `apiKey`, the OAuth credentials in `authFile` (renewed and written
+ * back when they expire, see `OAuthKeys`), the provider's usual environment variable, or, for a
+ * custom `baseUrl` (Ollama and friends need none), a placeholder.
+ */
+export function createApiKeySource(
+  config: Pick<AppConfig, "apiKey" | "authFile" | "baseUrl">,
+  options: { logger: Logger },
+): KeySource {
+  const oauth = config.authFile
+    ? new OAuthKeys({ file: new CredentialsFile(config.authFile), logger: options.logger })
+    : undefined;
+  const getApiKey: ApiKeySource = async (provider) => {
+    if (config.apiKey) return config.apiKey;
+    if (oauth) return oauth.getApiKey(provider);
+    try {
+      const fromEnv = getEnvApiKey(provider);
+      if (fromEnv) return fromEnv;
+    } catch (error) {
+      options.logger.warn("could not read the provider's key from the environment", {
+        provider,
+        error: errorMessage(error),
+      });
+    }
+    return config.baseUrl ? "no-key" : undefined;
+  };
+  return { getApiKey, oauth };
 }

@@ -6,6 +6,8 @@ import { RESULT_LIMIT_BYTES, capText } from "../tools/result.js";
 
 export interface PromptParts {
   basePrompt: string;
+  /** The tools registered in this configuration: lines of the base prompt about others are left out. */
+  toolNames: readonly string[];
   customPrompt?: string | undefined;
   publicHostname: string;
   timezone: string;
@@ -15,9 +17,25 @@ export interface PromptParts {
   scratchpadTitles: { id: number; title: string }[];
 }
 
+/**
+ * A line of the base prompt written `@tool_a,tool_b: text` is kept (as `text`) only when one of
+ * those tools is registered, so the prompt never mentions a tool this configuration lacks.
+ */
+export function selectPromptLines(basePrompt: string, toolNames: readonly string[]): string {
+  return basePrompt
+    .split("\n")
+    .flatMap((line) => {
+      const match = /^@([a-z_,]+): (.*)$/.exec(line);
+      if (!match) return [line];
+      const needed = (match[1] as string).split(",");
+      return needed.some((name) => toolNames.includes(name)) ? [match[2] as string] : [];
+    })
+    .join("\n");
+}
+
 /** Base prompt + custom prompt + hostname/timezone + plugins + memories + scratchpad titles. */
 export function buildSystemPrompt(parts: PromptParts): string {
-  const sections = [parts.basePrompt.trim()];
+  const sections = [selectPromptLines(parts.basePrompt, parts.toolNames).trim()];
   if (parts.customPrompt?.trim()) sections.push(parts.customPrompt.trim());
   sections.push(
     `Your external hostname is ${parts.publicHostname}. All times are in the ${parts.timezone} time zone; ` +
@@ -52,19 +70,27 @@ export interface IncomingMessage {
   receivedAt: Date;
 }
 
+/** Creating a formatter costs far more than using one: one per time zone. */
+const localTimeFormats = new Map<string, Intl.DateTimeFormat>();
+
 /** "Sat 2026-11-21 23:55:02" in the given time zone. */
 export function formatLocalTime(date: Date, timezone: string): string {
-  const parts = new Intl.DateTimeFormat("en-GB", {
-    timeZone: timezone,
-    weekday: "short",
-    year: "numeric",
-    month: "2-digit",
-    day: "2-digit",
-    hour: "2-digit",
-    minute: "2-digit",
-    second: "2-digit",
-    hourCycle: "h23",
-  }).formatToParts(date);
+  let format = localTimeFormats.get(timezone);
+  if (!format) {
+    format = new Intl.DateTimeFormat("en-GB", {
+      timeZone: timezone,
+      weekday: "short",
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      hourCycle: "h23",
+    });
+    localTimeFormats.set(timezone, format);
+  }
+  const parts = format.formatToParts(date);
   const get = (type: string): string => parts.find((part) => part.type === type)?.value ?? "";
   return `${get("weekday")} ${get("year")}-${get("month")}-${get("day")} ${get("hour")}:${get("minute")}:${get("second")}`;
 }
@@ -100,6 +126,9 @@ export async function buildUserMessage(incoming: IncomingMessage, timezone: stri
       }
     }
   }
-  const content: (TextContent | ImageContent)[] = [{ type: "text", text: lines.join("\n") }, ...images];
+  const text = lines.join("\n");
+  // Without images, the shortest form the providers take: a plain string.
+  const content: string | (TextContent | ImageContent)[] =
+    images.length > 0 ? [{ type: "text", text }, ...images] : text;
   return { role: "user", content, timestamp: incoming.receivedAt.getTime() };
 }

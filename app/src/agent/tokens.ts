@@ -49,9 +49,16 @@ export function tokenBudget(contextTokensK: number, modelContextWindow: number):
 export function truncateToBudget(messages: AgentMessage[], limit: number): AgentMessage[] {
   let total = estimateAll(messages);
   if (total <= limit) return messages;
+  // Copies with every content as blocks (a plain-string user message becomes one text block).
   const copy = messages.map((message) =>
-    "content" in message && Array.isArray(message.content)
-      ? ({ ...message, content: message.content.map((block) => ({ ...block })) } as AgentMessage)
+    "content" in message
+      ? ({
+          ...message,
+          content:
+            typeof message.content === "string"
+              ? [{ type: "text", text: message.content }]
+              : message.content.map((block) => ({ ...block })),
+        } as AgentMessage)
       : message,
   );
   // Never shorten the newest message: it is what the model must answer.

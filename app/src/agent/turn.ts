@@ -1,15 +1,25 @@
 import { Agent, type AgentMessage, type StreamFn, type ThinkingLevel } from "@mariozechner/pi-agent-core";
-import { streamSimple, type Api, type Model, type UserMessage } from "@mariozechner/pi-ai";
-import { errorMessage, type Logger } from "@stavrobot/common";
-import type { Database } from "../db/database.js";
-import { loadConversation, saveMessage } from "../db/messages.js";
+import {
+  streamSimple,
+  type Api,
+  type AssistantMessage,
+  type Model,
+  type UserMessage,
+} from "@mariozechner/pi-ai";
+import { errorMessage, sanitizeDeep, type Logger } from "@stavrobot/common";
+import { isDatabaseUnavailable, type Database } from "../db/database.js";
+import type { Companion, ConversationStore } from "./conversation.js";
 import type { AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "./model.js";
-import { redactToolCalls, type ArgumentRedactor } from "./redact.js";
+import { redactToolCalls, scrubToolResult, type ArgumentRedactor } from "./redact.js";
 import { truncateToBudget, type TokenBudget } from "./tokens.js";
 
 export interface TurnDeps {
   db: Database;
+  /** The conversation, kept in memory between turns; every save goes through it. */
+  conversation: ConversationStore;
+  /** The inbox change that starts an entry's turn, written with its user message. */
+  startChange: (inboxId: number, countAttempt: boolean) => Companion;
   model: Model<Api>;
   thinkingLevel: ThinkingLevel;
   maxTokens: number | undefined;
@@ -22,12 +32,30 @@ export interface TurnDeps {
   missingKeyMessage: string;
   /** Per tool name: how its call arguments are redacted before they are stored. */
   redactors?: Record<string, ArgumentRedactor>;
+  /**
+   * Told of every error the provider answered with (after the request reached it), e.g. to
+   * invalidate credentials on a 401 and send the owner the login link. Must not throw.
+   */
+  onProviderError?: (message: string) => Promise<void>;
+  /** Asked before every model call: a reason not to make it (a used-up budget), or undefined. */
+  refuseModelCall?: () => string | undefined;
+  /** Told of every answer the model gave (its usage and cost), in order. Must not throw. */
+  onModelCall?: (inboxId: number, message: AssistantMessage) => void;
+  /** Told after every tool call (caches a tool may have made stale). Must not throw. */
+  afterTool?: (name: string, args: unknown) => void;
 }
 
 export type TurnOutcome =
   | { kind: "reply"; text: string }
   | { kind: "aborted" }
-  | { kind: "error"; message: string; retryable: boolean; progressSaved: boolean };
+  | {
+      kind: "error";
+      message: string;
+      retryable: boolean;
+      progressSaved: boolean;
+      /** The database went away mid-turn: the queue waits for it, then replays or settles. */
+      databaseDown?: boolean;
+    };
 
 interface PendingSteer {
   inboxId: number;
@@ -38,7 +66,7 @@ interface PendingSteer {
  * Runs one turn: the history from the database plus the new user message, through a fresh
  * pi-agent-core Agent, saving every message as it completes. Errors come back as values.
  */
-export class TurnRunner {
+export class TurnEngine {
   private agent: Agent | undefined;
   private steers: PendingSteer[] = [];
 
@@ -62,20 +90,60 @@ export class TurnRunner {
     return true;
   }
 
-  async run(inboxId: number, userMessage: UserMessage): Promise<TurnOutcome> {
+  /**
+   * Runs the entry's turn. The entry becomes `processing` in the same commit as its user message
+   * (`countAttempt` false when it only resumes after a database outage). The turn's last messages
+   * may still be waiting in the conversation store: the caller writes them with the entry's end.
+   */
+  async run(
+    inboxId: number,
+    userMessage: UserMessage,
+    options: { countAttempt?: boolean } = {},
+  ): Promise<TurnOutcome> {
+    const progress = { saved: false };
+    // Whatever an abandoned attempt left unwritten is not part of this one.
+    this.deps.conversation.dropDeferred();
+    try {
+      return await this.runTurn(inboxId, userMessage, progress, options.countAttempt ?? true);
+    } catch (error) {
+      if (!isDatabaseUnavailable(error)) throw error;
+      // A write may have landed without its answer: read the conversation again next time.
+      this.deps.conversation.invalidate();
+      return databaseDown(error, progress.saved);
+    }
+  }
+
+  private async runTurn(
+    inboxId: number,
+    userMessage: UserMessage,
+    progress: { saved: boolean },
+    countAttempt: boolean,
+  ): Promise<TurnOutcome> {
     const { deps } = this;
     const apiKey = await deps.getApiKey(deps.model.provider);
     if (!apiKey)
       return { kind: "error", message: deps.missingKeyMessage, retryable: false, progressSaved: false };
 
-    const messages = await this.history(inboxId, userMessage);
+    const messages = await this.history(inboxId, userMessage, countAttempt);
     const maxTokens = deps.maxTokens;
-    const streamFn: StreamFn = (model, context, options) =>
-      streamSimple(model, context, {
+    // Whether the latest model call got as far as a request to the provider: an error before that
+    // (the library refusing the history, a message it cannot convert) happens again on a retry.
+    let reachedProvider = false;
+    const streamFn: StreamFn = (model, context, options) => {
+      reachedProvider = false;
+      // Thrown here, the Agent reports it as the turn's error; no request was made.
+      const refusal = deps.refuseModelCall?.();
+      if (refusal) throw new Error(refusal);
+      return streamSimple(model, context, {
         ...options,
         ...(maxTokens ? { maxTokens } : {}),
         cacheRetention: "short",
+        onPayload: (payload, payloadModel) => {
+          reachedProvider = true;
+          return options?.onPayload?.(payload, payloadModel);
+        },
       });
+    };
     const agent = new Agent({
       initialState: {
         systemPrompt: await deps.systemPrompt(),
@@ -87,24 +155,39 @@ export class TurnRunner {
       getApiKey: (provider) => deps.getApiKey(provider),
       streamFn,
       transformContext: async (context) => truncateToBudget(context, deps.budget.truncateAbove),
+      // Tool output (a plugin printing binary) may hold text the database and the wire refuse.
+      afterToolCall: async ({ toolCall, args, result }) => {
+        deps.afterTool?.(toolCall.name, args);
+        return { content: sanitizeDeep(result.content) };
+      },
     });
 
-    let progressSaved = false;
     let saveFailure: unknown;
+    /** Secrets found in redacted tool calls, by call id, to scrub from their results. */
+    const secrets = new Map<string, string[]>();
     const unsubscribe = agent.subscribe(async (event) => {
       if (event.type !== "message_end" || saveFailure) return;
       const message = event.message;
       try {
         if (message.role === "user") {
           const steer = this.claimSteer(message);
-          if (steer) await saveMessage(deps.db, message, steer.inboxId);
+          if (steer) await deps.conversation.save(message, steer.inboxId);
         } else if (message.role === "assistant") {
+          deps.onModelCall?.(inboxId, message);
           if (message.stopReason === "error" || message.stopReason === "aborted") return;
-          await saveMessage(deps.db, redactToolCalls(message, deps.redactors ?? {}), inboxId);
-          progressSaved = true;
+          const redacted = redactToolCalls(message, deps.redactors ?? {});
+          for (const [id, found] of redacted.secrets) secrets.set(id, found);
+          // Tools run next: their call is on disk before they do. A final answer is written with
+          // the entry's end, before anyone sees it.
+          const callsTools = message.content.some((block) => block.type === "toolCall");
+          await deps.conversation.save(redacted.message, inboxId, { defer: !callsTools });
+          if (callsTools) progress.saved = true;
         } else if (message.role === "toolResult") {
-          await saveMessage(deps.db, message, inboxId);
-          progressSaved = true;
+          // Its effect is the next model call: written with the next save.
+          const found = secrets.get(message.toolCallId);
+          await deps.conversation.save(found ? scrubToolResult(message, found) : message, inboxId, {
+            defer: true,
+          });
         }
       } catch (error) {
         saveFailure = error;
@@ -116,14 +199,21 @@ export class TurnRunner {
     try {
       await agent.continue();
     } catch (error) {
-      return { kind: "error", message: errorMessage(error), retryable: !progressSaved, progressSaved };
+      // Thrown, not reported by the provider: the loop itself refused (e.g. a history that cannot
+      // be continued). The same history would fail the same way, so it is never retried.
+      return { kind: "error", message: errorMessage(error), retryable: false, progressSaved: progress.saved };
     } finally {
       unsubscribe();
       this.agent = undefined;
       this.steers = [];
     }
+    const progressSaved = progress.saved;
 
     if (saveFailure) {
+      if (isDatabaseUnavailable(saveFailure)) {
+        deps.conversation.invalidate();
+        return databaseDown(saveFailure, progressSaved);
+      }
       deps.logger.error("saving a message failed", { error: saveFailure });
       return {
         kind: "error",
@@ -140,13 +230,18 @@ export class TurnRunner {
         retryable: !progressSaved,
         progressSaved,
       };
-    if (last.stopReason === "aborted") return { kind: "aborted" };
+    if (last.stopReason === "aborted") {
+      // The next turn should know the request was dropped on purpose, not forgotten.
+      await deps.conversation.save(cancellationNote(), inboxId);
+      return { kind: "aborted" };
+    }
     if (last.stopReason === "error") {
       const message = last.errorMessage ?? "unknown provider error";
+      if (reachedProvider) await deps.onProviderError?.(message).catch(() => undefined);
       return {
         kind: "error",
         message,
-        retryable: !progressSaved && isRetryableProviderError(message),
+        retryable: !progressSaved && reachedProvider && isRetryableProviderError(message),
         progressSaved,
       };
     }
@@ -158,23 +253,35 @@ export class TurnRunner {
     return { kind: "reply", text };
   }
 
-  /** History as the model should see it, with this turn's user message last (saved first). */
-  private async history(inboxId: number, userMessage: UserMessage): Promise<AgentMessage[]> {
-    const conversation = await loadConversation(this.deps.db);
+  /**
+   * History as the model should see it, with this turn's user message last (saved first). A replayed
+   * entry sees the conversation up to its own user message: anything saved after it by other
+   * entries (possible only after an outage or a crash) is not part of its turn.
+   */
+  private async history(
+    inboxId: number,
+    userMessage: UserMessage,
+    countAttempt: boolean,
+  ): Promise<AgentMessage[]> {
+    const conversation = await this.deps.conversation.current();
     const messages: AgentMessage[] = [];
     let found = false;
     for (const row of conversation.messages) {
-      // On a retry the saved copy lacks image data: use the full message built for this turn.
-      if (!found && row.inboxId === inboxId && row.message.role === "user") {
+      if (found) break;
+      if (row.inboxId === inboxId && row.message.role === "user") {
+        // On a retry the saved copy lacks image data: use the full message built for this turn.
         messages.push(userMessage);
         found = true;
-      } else if (row.inboxId !== inboxId || row.message.role === "user") {
+      } else if (row.inboxId !== inboxId) {
         messages.push(row.message);
       }
     }
+    const start = this.deps.startChange(inboxId, countAttempt);
     if (!found) {
-      await saveMessage(this.deps.db, userMessage, inboxId);
+      await this.deps.conversation.save(userMessage, inboxId, { companion: start });
       messages.push(userMessage);
+    } else {
+      await this.deps.conversation.flush(start);
     }
     if (conversation.summary) prependSummary(messages, conversation.summary.text);
     return messages;
@@ -187,6 +294,17 @@ export class TurnRunner {
     if (index === -1) return undefined;
     return this.steers.splice(index, 1)[0];
   }
+}
+
+/** The reference's note, saved after `/stop` so the next turn knows the request was cancelled. */
+export const CANCELLATION_NOTE = "[The user cancelled the previous request with /stop.]";
+
+function cancellationNote(): UserMessage {
+  return { role: "user", content: [{ type: "text", text: CANCELLATION_NOTE }], timestamp: Date.now() };
+}
+
+function databaseDown(error: unknown, progressSaved: boolean): TurnOutcome {
+  return { kind: "error", message: errorMessage(error), retryable: false, progressSaved, databaseDown: true };
 }
 
 /** Provider errors worth retrying: not a 4xx (bad request, auth), except rate limits and timeouts. */

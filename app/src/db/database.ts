@@ -1,6 +1,58 @@
 import { mkdirSync } from "node:fs";
 import pg from "pg";
 import type { Logger } from "@stavrobot/common";
+import { setTimeout as sleep } from "node:timers/promises";
+
+/**
+ * The database server cannot be reached right now (refused, dropped, shutting down). Callers keep
+ * what they hold and try again when it is back, instead of failing the message they work on.
+ */
+export class DatabaseUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super(`The database is unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
+    this.name = "DatabaseUnavailableError";
+  }
+}
+
+/** PostgreSQL connection-class and shutdown SQLSTATEs, and socket errors: the server is away, not the query wrong. */
+const UNAVAILABLE_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "08000",
+  "08001",
+  "08003",
+  "08004",
+  "08006",
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300",
+]);
+
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (error instanceof DatabaseUnavailableError) return true;
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string" && UNAVAILABLE_CODES.has(code)) return true;
+  return /Connection terminated|connection error|timeout exceeded when trying to connect|ECONNREFUSED|Client was closed/i.test(
+    error.message,
+  );
+}
+
+/** Rethrows a server-away error as DatabaseUnavailableError; everything else unchanged. */
+function classify(error: unknown): never {
+  if (isDatabaseUnavailable(error) && !(error instanceof DatabaseUnavailableError)) {
+    throw new DatabaseUnavailableError(error);
+  }
+  throw error;
+}
 
 export interface QueryResult<R> {
   rows: R[];
@@ -30,6 +82,13 @@ export interface StatementResult {
  */
 export interface Database extends Queryable {
   readonly kind: "postgres" | "pglite";
+  /**
+   * For writes that may be lost should the database server itself crash (a "seen" flag, usage
+   * accounting): committed without waiting for the disk. Never for messages or inbox entries.
+   */
+  readonly relaxed: Queryable;
+  /** Resolves once a trivial query succeeds again (polling with growing pauses), or when aborted. */
+  waitUntilAvailable(signal?: AbortSignal): Promise<void>;
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
   /** Runs one or more statements separated by semicolons (simple query protocol). */
   executeScript(sql: string): Promise<StatementResult[]>;
@@ -74,17 +133,34 @@ const types = {
 };
 
 export function openPostgres(connectionString?: string): Database {
-  const pool = new pg.Pool({ connectionString, max: 5, types });
+  // A server that does not answer must fail a query within seconds, not hang the queue forever.
+  const pool = new pg.Pool({ connectionString, max: 5, types, connectionTimeoutMillis: 5_000 });
+  const relaxedPool = new pg.Pool({
+    connectionString,
+    max: 2,
+    types,
+    connectionTimeoutMillis: 5_000,
+    options: "-c synchronous_commit=off",
+  });
   // An idle client dropped by the server must not crash the process.
   pool.on("error", () => {});
-  return {
+  relaxedPool.on("error", () => {});
+  const connect = () => pool.connect().catch(classify);
+  const db: Database = {
     kind: "postgres",
+    relaxed: {
+      async query<R>(sql: string, params?: unknown[]) {
+        const result = await relaxedPool.query(sql, params).catch(classify);
+        return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
+      },
+    },
     async query<R>(sql: string, params?: unknown[]) {
-      const result = await pool.query(sql, params);
+      const result = await pool.query(sql, params).catch(classify);
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
+    waitUntilAvailable: (signal) => pollUntilAvailable(db, signal),
     async transaction(fn) {
-      const client = await pool.connect();
+      const client = await connect();
       try {
         await client.query("BEGIN");
         const tx: Transaction = {
@@ -101,13 +177,13 @@ export function openPostgres(connectionString?: string): Database {
         return value;
       } catch (error) {
         await client.query("ROLLBACK").catch(() => {});
-        throw error;
+        return classify(error);
       } finally {
         client.release();
       }
     },
     async executeScript(sql) {
-      const client = await pool.connect();
+      const client = await connect();
       let broken = false;
       try {
         const raw = (await client.query(sql)) as unknown as pg.QueryResult | pg.QueryResult[];
@@ -119,22 +195,44 @@ export function openPostgres(connectionString?: string): Database {
         }));
       } catch (error) {
         broken = true;
-        throw error;
+        return classify(error);
       } finally {
         // A script may leave a transaction open or change session settings: never reuse it.
         client.release(broken || /\b(begin|set|start)\b/i.test(sql));
       }
     },
-    close: () => pool.end(),
+    close: async () => {
+      await Promise.all([pool.end(), relaxedPool.end()]);
+    },
   };
+  return db;
+}
+
+async function pollUntilAvailable(db: Queryable, signal?: AbortSignal): Promise<void> {
+  for (let delay = 250; !signal?.aborted; delay = Math.min(delay * 2, 5_000)) {
+    try {
+      await db.query("SELECT 1");
+      return;
+    } catch (error) {
+      if (!isDatabaseUnavailable(error)) throw error;
+    }
+    await sleep(delay, undefined, { signal }).catch(() => undefined);
+  }
 }
 
 export async function openPglite(dataDir: string): Promise<Database> {
   const { PGlite } = await import("@electric-sql/pglite");
   mkdirSync(dataDir, { recursive: true });
   const lite = await PGlite.create(dataDir);
+  const query = async <R>(sql: string, params?: unknown[]) => {
+    const result = await lite.query<R>(sql, params);
+    return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+  };
   return {
     kind: "pglite",
+    relaxed: { query },
+    // In-process: it is never "away".
+    waitUntilAvailable: async () => {},
     async query<R>(sql: string, params?: unknown[]) {
       const result = await lite.query<R>(sql, params);
       return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };

@@ -1,10 +1,13 @@
 import type { Queryable } from "./database.js";
-import type { Attachment } from "@stavrobot/common";
+import { sanitizeDeep, sanitizeText, type Attachment } from "@stavrobot/common";
+import type { TelegramMediaRef } from "../channels/telegram/inbound.js";
 
 /** What is kept of an accepted message: files are already on disk, referenced as attachments. */
 export interface InboxPayload {
   message?: string | undefined;
   attachments: Attachment[];
+  /** Files still on Telegram's servers, fetched when the turn runs (then moved to `attachments`). */
+  media?: TelegramMediaRef[] | undefined;
 }
 
 export type InboxStatus = "pending" | "processing" | "steered" | "done" | "failed";
@@ -43,9 +46,60 @@ function toEntry(row: InboxRow): InboxEntry {
   };
 }
 
+/**
+ * An inbox change as a statement with numbered parameters starting anywhere, so it can ride in the
+ * same statement (the same commit) as the messages of a turn (see ConversationStore).
+ */
+export interface InboxChange {
+  sql: (firstParam: number) => string;
+  params: unknown[];
+}
+
+/** The entry starts its turn. */
+export function processingChange(id: number, countAttempt: boolean): InboxChange {
+  return {
+    sql: (p) =>
+      `UPDATE inbox SET status = 'processing', attempts = attempts + $${p + 1}::int WHERE id = $${p}`,
+    params: [id, countAttempt ? 1 : 0],
+  };
+}
+
+/** The entry is finished, with the reply (or error) it got. */
+export function finishChange(
+  id: number,
+  status: "done" | "failed",
+  response: string,
+  error: string | undefined,
+  delivered: boolean,
+): InboxChange {
+  return {
+    sql: (p) =>
+      `UPDATE inbox SET status = $${p + 1}, response = $${p + 2}, error = $${p + 3}, finished_at = now(),
+         delivered = delivered OR $${p + 4} WHERE id = $${p}`,
+    params: [id, status, sanitizeText(response), error === undefined ? null : sanitizeText(error), delivered],
+  };
+}
+
+/** A finished reply nobody has seen yet, with the message it answers. */
+export interface UndeliveredAnswer {
+  id: number;
+  source: string | null;
+  message: string;
+  response: string;
+}
+
 /** Durable record of accepted messages: written before a message is acknowledged. */
 export class InboxStore {
-  constructor(private readonly db: Queryable) {}
+  /** Answers for the owner's console finished since start and not yet marked seen. */
+  private readonly unseen = new Set<number>();
+  /** Whether the database was asked (since start) for unseen answers and had none left. */
+  private backlogChecked = false;
+
+  constructor(
+    private readonly db: Queryable,
+    /** For "seen" flags: losing one on a server crash only shows a reply again. */
+    private readonly relaxed: Queryable = db,
+  ) {}
 
   /**
    * Saves a new message. With an idempotency key already seen, nothing is saved and the earlier
@@ -61,7 +115,12 @@ export class InboxStore {
       `INSERT INTO inbox (source, sender, payload, idempotency_key) VALUES ($1, $2, $3, $4)
        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING ${columns}`,
-      [source, sender, JSON.stringify(payload), idempotencyKey ?? null],
+      [
+        source === null ? null : sanitizeText(source),
+        sender === null ? null : sanitizeText(sender),
+        JSON.stringify(sanitizeDeep(payload)),
+        idempotencyKey ?? null,
+      ],
     );
     const row = result.rows[0];
     if (row) return { entry: toEntry(row), duplicate: false };
@@ -72,15 +131,36 @@ export class InboxStore {
     return { entry: toEntry(existing.rows[0] as InboxRow), duplicate: true };
   }
 
+  /**
+   * A note for the owner that is not the answer to a message (a delivery given up): saved as a
+   * finished entry nobody has seen, so the next console reply or the CLI shows it.
+   */
+  async addNotice(source: string, about: string, text: string): Promise<void> {
+    const result = await this.db.query<{ id: number }>(
+      `INSERT INTO inbox (source, payload, status, response, finished_at) VALUES ($1, $2, 'done', $3, now())
+       RETURNING id`,
+      [source, JSON.stringify(sanitizeDeep({ message: about, attachments: [] })), sanitizeText(text)],
+    );
+    this.noteUnseen(result.rows[0]?.id ?? 0);
+  }
+
+  /**
+   * A finished answer for the owner's console that nobody has seen yet (tracked in memory, so a
+   * console reply does not ask the database for missed answers when there cannot be any).
+   */
+  noteUnseen(id: number): void {
+    this.unseen.add(id);
+  }
+
   /** Back to waiting for its own turn, and its reply not yet seen by anyone. */
   async markPending(id: number): Promise<void> {
     await this.db.query("UPDATE inbox SET status = 'pending', delivered = false WHERE id = $1", [id]);
   }
 
-  async markProcessing(id: number): Promise<void> {
-    await this.db.query("UPDATE inbox SET status = 'processing', attempts = attempts + 1 WHERE id = $1", [
-      id,
-    ]);
+  /** A turn starts; `countAttempt` is false when it only resumes after a database outage. */
+  async markProcessing(id: number, countAttempt = true): Promise<void> {
+    const change = processingChange(id, countAttempt);
+    await this.db.query(change.sql(1), change.params);
   }
 
   async markSteered(id: number): Promise<void> {
@@ -94,16 +174,27 @@ export class InboxStore {
     error?: string,
     delivered = false,
   ): Promise<void> {
-    await this.db.query(
-      `UPDATE inbox SET status = $2, response = $3, error = $4, finished_at = now(), delivered = delivered OR $5
-       WHERE id = $1`,
-      [id, status, response, error ?? null, delivered],
-    );
+    const change = finishChange(id, status, response, error, delivered);
+    await this.db.query(change.sql(1), change.params);
+  }
+
+  async updatePayload(id: number, payload: InboxPayload): Promise<void> {
+    await this.db.query("UPDATE inbox SET payload = $2 WHERE id = $1", [
+      id,
+      JSON.stringify(sanitizeDeep(payload)),
+    ]);
   }
 
   async markDelivered(ids: number[]): Promise<void> {
     if (ids.length === 0) return;
-    await this.db.query("UPDATE inbox SET delivered = true WHERE id = ANY($1::int[])", [ids]);
+    for (const id of ids) this.unseen.delete(id);
+    try {
+      await this.relaxed.query("UPDATE inbox SET delivered = true WHERE id = ANY($1::int[])", [ids]);
+    } catch (error) {
+      // Not marked after all: the next console reply asks the database again.
+      this.backlogChecked = false;
+      throw error;
+    }
   }
 
   /** Messages accepted but not finished, oldest first (to resume after a restart). */
@@ -114,20 +205,48 @@ export class InboxStore {
     return result.rows.map(toEntry);
   }
 
-  /** Finished replies that no waiting client received (e.g. the app restarted mid-turn). */
-  async undelivered(
-    source: string | null,
-    beforeId: number,
-  ): Promise<{ id: number; message: string; response: string }[]> {
-    const result = await this.db.query<{ id: number; payload: InboxPayload; response: string }>(
-      `SELECT id, payload, response FROM inbox
-       WHERE status IN ('done', 'failed') AND NOT delivered AND id < $2
-         AND source IS NOT DISTINCT FROM $1 AND response IS NOT NULL
-       ORDER BY id`,
-      [source, beforeId],
+  /** The latest finished entries whose answer nobody has received yet, newest first. */
+  async recentUndelivered(limit: number): Promise<(InboxEntry & { response: string })[]> {
+    const result = await this.db.query<InboxRow & { response: string }>(
+      `SELECT ${columns}, response FROM inbox
+       WHERE NOT delivered AND status IN ('done', 'failed') AND response IS NOT NULL
+       ORDER BY id DESC LIMIT $1`,
+      [limit],
     );
+    return result.rows.map((row) => ({ ...toEntry(row), response: row.response }));
+  }
+
+  /**
+   * Finished replies that no waiting client received (the app restarted mid-turn, or nobody waited:
+   * a plugin's result, a cron entry). For the owner's console that is every reply meant for the
+   * owner (every source but the channels, which deliver their own); for a channel, its own source.
+   */
+  async undelivered(
+    audience: { owner: true } | { source: string },
+    beforeId: number,
+    channels: readonly string[] = [],
+  ): Promise<UndeliveredAnswer[]> {
+    const owner = "owner" in audience;
+    // Nothing older was left unseen at start, and nothing since: no need to ask.
+    if (owner && this.backlogChecked && ![...this.unseen].some((id) => id < beforeId)) return [];
+    const condition =
+      "owner" in audience ? "(source IS NULL OR NOT (source = ANY($2::text[])))" : "source = $2";
+    const result = await this.db.query<{
+      id: number;
+      source: string | null;
+      payload: InboxPayload;
+      response: string;
+    }>(
+      `SELECT id, source, payload, response FROM inbox
+       WHERE status IN ('done', 'failed') AND NOT delivered AND id < $1 AND response IS NOT NULL
+         AND ${condition}
+       ORDER BY id LIMIT 20`,
+      [beforeId, "owner" in audience ? channels : audience.source],
+    );
+    if (owner && result.rows.length === 0) this.backlogChecked = true;
     return result.rows.map((row) => ({
       id: row.id,
+      source: row.source,
       message: row.payload.message ?? "",
       response: row.response,
     }));

@@ -1,4 +1,5 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
+import { sanitizeDeep, sanitizeText } from "@stavrobot/common";
 import type { Queryable } from "./database.js";
 
 export interface StoredMessage {
@@ -16,17 +17,31 @@ export interface Conversation {
 
 /**
  * Saves one agent message as it completes. Image data is not kept in the history (it would be
- * resent on every turn); a short placeholder stands in its place.
+ * resent on every turn); a short placeholder stands in its place. Text the database cannot store
+ * (NUL, unpaired surrogates) is replaced by U+FFFD rather than failing the turn.
  */
 export async function saveMessage(
   db: Queryable,
   message: AgentMessage,
   inboxId: number | null,
 ): Promise<number> {
-  const stored = withoutImageData(message);
+  return insertStoredMessage(db, storedForm(message), inboxId);
+}
+
+/** A message as it is kept: without image data, with only text the database can store. */
+export function storedForm(message: AgentMessage): AgentMessage {
+  return sanitizeDeep(withoutImageData(message));
+}
+
+/** Inserts a message already in its stored form; returns its id. */
+export async function insertStoredMessage(
+  db: Queryable,
+  stored: AgentMessage,
+  inboxId: number | null,
+): Promise<number> {
   const result = await db.query<{ id: number }>(
-    "INSERT INTO messages (role, content, inbox_id) VALUES ($1, $2, $3) RETURNING id",
-    [stored.role, JSON.stringify(stored), inboxId],
+    "INSERT INTO messages (role, content, inbox_id, search_text) VALUES ($1, $2, $3, $4) RETURNING id",
+    [stored.role, JSON.stringify(stored), inboxId, searchText(stored)],
   );
   return (result.rows[0] as { id: number }).id;
 }
@@ -62,9 +77,21 @@ export async function messagesForInbox(db: Queryable, inboxId: number): Promise<
 export async function saveCompaction(db: Queryable, summary: string, upToMessageId: number): Promise<void> {
   if (summary.trim().length === 0) throw new Error("refusing to save an empty compaction summary");
   await db.query("INSERT INTO compactions (summary, up_to_message_id) VALUES ($1, $2)", [
-    summary,
+    sanitizeText(summary),
     upToMessageId,
   ]);
+}
+
+/** The words of a user or assistant message, for full-text search (tool traffic is left out). */
+export function searchText(message: AgentMessage): string | null {
+  if (message.role !== "user" && message.role !== "assistant") return null;
+  const content = message.content;
+  if (typeof content === "string") return content;
+  const text = content
+    .map((block) => (block.type === "text" ? block.text : ""))
+    .filter((part) => part.length > 0)
+    .join("\n");
+  return text.length > 0 ? text : null;
 }
 
 function withoutImageData(message: AgentMessage): AgentMessage {

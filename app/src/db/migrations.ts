@@ -94,6 +94,99 @@ export const migrations: readonly Migration[] = [
       CREATE UNIQUE INDEX inbox_idempotency_key ON inbox (idempotency_key) WHERE idempotency_key IS NOT NULL;
     `,
   },
+  {
+    version: 3,
+    name: "scheduler, search, deliveries, allowlists and usage",
+    sql: `
+      -- The scheduled time a recurring entry last fired for: written in the same transaction as
+      -- the message it enqueues, so a crash can never make one scheduled time fire twice.
+      ALTER TABLE cron_entries ADD COLUMN last_fired_for TIMESTAMPTZ;
+      ALTER TABLE cron_entries ADD COLUMN updated_at TIMESTAMPTZ NOT NULL DEFAULT now();
+
+      -- Text of user and assistant messages, for full-text search (db_search), indexed.
+      ALTER TABLE messages ADD COLUMN search_text TEXT;
+      UPDATE messages SET search_text = (
+        SELECT string_agg(part, E'\n') FROM (
+          SELECT content->>'content' AS part WHERE jsonb_typeof(content->'content') = 'string'
+          UNION ALL
+          SELECT block->>'text' FROM jsonb_array_elements(
+            CASE WHEN jsonb_typeof(content->'content') = 'array' THEN content->'content' ELSE '[]'::jsonb END
+          ) AS block WHERE block->>'type' = 'text'
+        ) AS parts
+      ) WHERE role IN ('user', 'assistant');
+      CREATE INDEX messages_search ON messages USING gin (to_tsvector('english', coalesce(search_text, '')));
+
+      CREATE INDEX pages_latest ON pages (path, version DESC);
+
+      -- Every outgoing message to a channel (Telegram, Signal): written before it is sent,
+      -- retried with backoff, sent once (the idempotency key is unique).
+      CREATE TABLE deliveries (
+        id SERIAL PRIMARY KEY,
+        channel TEXT NOT NULL,
+        recipient TEXT NOT NULL,
+        payload JSONB NOT NULL,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        last_error TEXT,
+        inbox_id INTEGER REFERENCES inbox (id) ON DELETE SET NULL,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        sent_at TIMESTAMPTZ
+      );
+      CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+
+      -- Who may talk to the assistant on each channel besides the owner (the owner's settings).
+      CREATE TABLE allowlist (
+        service TEXT NOT NULL,
+        identifier TEXT NOT NULL,
+        note TEXT,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (service, identifier)
+      );
+
+      -- What each model call cost, for the usage page and the budgets.
+      CREATE TABLE usage (
+        id SERIAL PRIMARY KEY,
+        at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        kind TEXT NOT NULL,
+        source TEXT,
+        plugin TEXT,
+        inbox_id INTEGER REFERENCES inbox (id) ON DELETE SET NULL,
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0
+      );
+      CREATE INDEX usage_at ON usage (at);
+
+      -- Two maintenance entries, seeded once; the owner (or the assistant) may edit or delete them.
+      INSERT INTO cron_entries (cron_expression, note) VALUES
+        ('0 3 * * *', '[nightly-checkup] Look back over the last day of conversation and tool results. Record what is worth remembering with manage_knowledge, merge or drop memories that are stale or duplicated, and put open promises and tasks in the scratchpad. Do not message anyone unless something needs the owner''s attention before morning.'),
+        ('0 4 * * *', '[daily-maintenance] Check that the scheduled entries still make sense (manage_cron list), remove notes and scratchpad entries that are done, keep scratchpad titles accurate, and look for tables you created that keep data nobody needs. Tell the owner only about what needs their decision.');
+    `,
+  },
+  {
+    version: 4,
+    name: "signed allowlist entries and app state",
+    sql: `
+      -- An HMAC over (service, identifier) keyed by a secret the model never sees: entries the
+      -- model inserts with execute_sql have none, and are ignored.
+      ALTER TABLE allowlist ADD COLUMN signature TEXT NOT NULL DEFAULT '';
+
+      -- Small facts the app keeps about itself (e.g. that the legacy allowlists were imported).
+      CREATE TABLE app_state (
+        key TEXT PRIMARY KEY,
+        value JSONB NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+
+      -- Finished replies not yet seen by the owner, looked up at every console reply.
+      CREATE INDEX inbox_undelivered ON inbox (id) WHERE NOT delivered AND status IN ('done', 'failed');
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

@@ -10,6 +10,11 @@ export interface SiblingSpec {
 
 export interface Sibling {
   stop(): Promise<void>;
+  /**
+   * Stops supervising without signalling: a child that exits from now on is not restarted (for a
+   * signal the whole process group got, such as Ctrl-C, which the child handles itself).
+   */
+  release(): void;
 }
 
 /**
@@ -43,6 +48,10 @@ export function startSibling(spec: SiblingSpec, logger: Logger): Sibling {
   launch();
 
   return {
+    release() {
+      stopping = true;
+      if (timer) clearTimeout(timer);
+    },
     async stop() {
       stopping = true;
       if (timer) clearTimeout(timer);

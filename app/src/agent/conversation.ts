@@ -1,0 +1,145 @@
+import type { AgentMessage } from "@mariozechner/pi-agent-core";
+import type { Queryable } from "../db/database.js";
+import {
+  loadConversation,
+  saveCompaction,
+  searchText,
+  storedForm,
+  type Conversation,
+  type StoredMessage,
+} from "../db/messages.js";
+
+/**
+ * Another data-modifying statement written in the same statement (and so the same commit) as the
+ * messages: e.g. the inbox entry moving to `processing`, or finishing. `sql` receives the number of
+ * its first parameter.
+ */
+export interface Companion {
+  sql: (firstParam: number) => string;
+  params: unknown[];
+}
+
+interface Pending {
+  stored: AgentMessage;
+  inboxId: number | null;
+}
+
+/**
+ * The conversation as the agent sees it (the latest compaction summary and every message after
+ * it), kept in memory between turns so a turn does not read the whole history back, and written
+ * with as few commits as durability allows:
+ * - a message whose effect is outside (an assistant message calling tools: the tools run next) is
+ *   written before `save()` returns;
+ * - a message whose effect is only the next model call or the turn's end (a tool result, the final
+ *   answer) may be deferred: it is written with the next immediate save or with the inbox update
+ *   that ends the turn (`flush(companion)`), in one statement.
+ * The copy in memory only ever holds what is written. It is read again from the database after
+ * anything that may have changed the tables behind its back: a database outage (a write may have
+ * landed without its answer), SQL the model ran on those tables, a start.
+ */
+export class ConversationStore {
+  private cached: Conversation | undefined;
+  private loading: Promise<Conversation> | undefined;
+  private deferred: Pending[] = [];
+
+  constructor(private readonly db: Queryable) {}
+
+  /** The current conversation as written (do not modify it). */
+  async current(): Promise<Conversation> {
+    if (this.cached) return this.cached;
+    this.loading ??= loadConversation(this.db).then(
+      (conversation) => {
+        this.cached = conversation;
+        this.loading = undefined;
+        return conversation;
+      },
+      (error: unknown) => {
+        this.loading = undefined;
+        throw error;
+      },
+    );
+    return this.loading;
+  }
+
+  /**
+   * Stores a message: at once (with any deferred ones before it, and the companion statement if
+   * given), or, with `defer`, with the next write.
+   */
+  async save(
+    message: AgentMessage,
+    inboxId: number | null,
+    options: { defer?: boolean; companion?: Companion } = {},
+  ): Promise<void> {
+    this.deferred.push({ stored: storedForm(message), inboxId });
+    if (!options.defer) await this.flush(options.companion);
+  }
+
+  /** Writes the deferred messages, with the companion statement if given (alone when none wait). */
+  async flush(companion?: Companion): Promise<void> {
+    const rows = this.deferred;
+    this.deferred = [];
+    if (rows.length === 0) {
+      if (companion) await this.db.query(companion.sql(1), companion.params);
+      return;
+    }
+    let ids: number[];
+    try {
+      ids = await this.insert(rows, companion);
+    } catch (error) {
+      // Kept for the next attempt (the caller waits out an outage and tries again); the copy can
+      // no longer be trusted either way.
+      this.deferred = [...rows, ...this.deferred];
+      this.invalidate();
+      throw error;
+    }
+    if (this.loading) this.invalidate();
+    this.cached?.messages.push(
+      ...rows.map((row, i) => ({ id: ids[i] as number, inboxId: row.inboxId, message: row.stored })),
+    );
+  }
+
+  /** Forgets deferred messages (a turn that will run again from its start). */
+  dropDeferred(): void {
+    this.deferred = [];
+  }
+
+  /** Stores a compaction summary; the copy drops what it covers. */
+  async compact(summary: string, upToMessageId: number): Promise<void> {
+    await saveCompaction(this.db, summary, upToMessageId);
+    const cached = this.cached;
+    if (!cached || this.loading) {
+      this.invalidate();
+      return;
+    }
+    const messages = cached.messages.filter((row) => row.id > upToMessageId);
+    while (messages[0]?.message.role === "toolResult") messages.shift();
+    this.cached = { summary: { text: summary, upToMessageId }, messages };
+  }
+
+  /** Forget the copy: the next turn reads the conversation from the database. */
+  invalidate(): void {
+    this.cached = undefined;
+    this.loading = undefined;
+  }
+
+  /** One statement: the messages in order (ids follow that order), and the companion's change. */
+  private async insert(rows: Pending[], companion?: Companion): Promise<number[]> {
+    const values = rows.map((row) => ({
+      role: row.stored.role,
+      content: row.stored,
+      inbox_id: row.inboxId,
+      search_text: searchText(row.stored),
+    }));
+    const result = await this.db.query<{ id: number }>(
+      `${companion ? `WITH companion AS (${companion.sql(2)}) ` : ""}
+       INSERT INTO messages (role, content, inbox_id, search_text)
+       SELECT e->>'role', e->'content', (e->>'inbox_id')::int, e->>'search_text'
+       FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n
+       RETURNING id`,
+      [JSON.stringify(values), ...(companion?.params ?? [])],
+    );
+    return result.rows.map((row) => row.id).sort((a, b) => a - b);
+  }
+}
+
+export type { StoredMessage };
