@@ -9,7 +9,7 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions } },
   test: {
-    projects: ["common", "app", "plugin-runner"].map((name) => ({
+    projects: ["common", "app", "plugin-runner", "python-runner", "coder", "signal-bridge"].map((name) => ({
       extends: true,
       test: {
         name,

@@ -1,36 +1,64 @@
-import { createServer } from "node:http";
-import { mkdirSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   ConfigError,
   closeServer,
+  createHttpServer,
   createLogger,
   createServiceClient,
+  errorMessage,
   listen,
   resolveInternalSecret,
   type Logger,
 } from "@stavrobot/common";
 import { ensureConfigFile, loadConfig, type AppConfig } from "./config.js";
-import { openDatabase, type Database } from "./db/database.js";
+import { openDatabase, usesServer, type Database } from "./db/database.js";
+import { restrictUmask, securePrivateState } from "./private-state.js";
+import { parseAppEnv } from "./env.js";
+import { resolvePaths } from "./paths.js";
+
+export { resolvePaths, type AppPaths } from "./paths.js";
 import { migrate } from "./db/migrations.js";
-import { InboxStore } from "./db/inbox.js";
+import { InboxStore, finishChange, processingChange } from "./db/inbox.js";
 import { listMemories, listScratchpadTitles } from "./db/knowledge.js";
 import { messagesForInbox } from "./db/messages.js";
 import { compactIfNeeded } from "./agent/compaction.js";
 import { createApiKeySource, resolveModel } from "./agent/model.js";
 import { buildSystemPrompt, buildUserMessage } from "./agent/prompt.js";
 import { tokenBudget } from "./agent/tokens.js";
-import { TurnRunner } from "./agent/turn.js";
+import { TurnEngine } from "./agent/turn.js";
+import { LoginFlows } from "./auth/login-flow.js";
+import { createReauthHandler } from "./auth/reauth.js";
+import { ConversationStore } from "./agent/conversation.js";
+import { SystemPromptCache } from "./agent/prompt-cache.js";
+import { loadProviderModule } from "./agent/warm-up.js";
 import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
-import { createExecuteSqlTool } from "./tools/execute-sql.js";
-import { createManageKnowledgeTool } from "./tools/manage-knowledge.js";
-import { createManagePluginsTool, redactManagePluginsArguments } from "./tools/manage-plugins.js";
-import { createRunPluginTool } from "./tools/run-plugin-tool.js";
+import { redactManagePluginsArguments } from "./tools/manage-plugins.js";
+import { buildTools } from "./tools/registry.js";
+import { FileAreas } from "./files/areas.js";
+import { removeOldFiles } from "./files/housekeeping.js";
+import { Scheduler } from "./scheduler/scheduler.js";
+import { createTranscriber } from "./media/stt.js";
+import { withTranscripts } from "./media/voice.js";
 import { describePluginsForPrompt } from "./plugins/plugin-list.js";
-import { BundleDetailCache } from "./plugins/detail-cache.js";
+import { PluginDetailCache } from "./plugins/detail-cache.js";
 import type { AnyAgentTool } from "./tools/result.js";
+import { Allowlist, normalizeIdentifier } from "./allowlist/allowlist.js";
+import { isOwnerMessage, maySteer, type Channel, type OwnerContact } from "./audience.js";
+import { TelegramApi } from "./channels/telegram/api.js";
+import { TelegramMediaFetcher } from "./channels/telegram/media.js";
+import { registerWebhook } from "./channels/telegram/registration.js";
+import { TelegramSender } from "./channels/telegram/sender.js";
+import { SignalSender } from "./channels/signal/sender.js";
+import { AnswerDelivery } from "./delivery/answers.js";
+import { OutboxFiles, composeDeliveries } from "./delivery/compose.js";
+import { DeliveryStore } from "./delivery/store.js";
+import { DeliveryWorker, type ChannelSender } from "./delivery/worker.js";
+import { UsageMeter, type UsageRecord } from "./usage/meter.js";
+import { spendOfAssistant, spendOfCall } from "./usage/pricing.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -46,37 +74,21 @@ export interface RunningApp {
   configPath: string;
   db: Database;
   queue: MessageQueue;
+  /** The in-memory conversation (tests that write the tables directly invalidate it). */
+  conversation: ConversationStore;
   close(): Promise<void>;
-}
-
-export interface AppPaths {
-  dataDir: string;
-  configPath: string;
-  secretFile: string;
-  /** Files the model may hand to plugins: uploads and plugin outputs live here. */
-  filesDir: string;
-  uploadsDir: string;
-}
-
-/** Where everything lives, from DATA_DIR, CONFIG_PATH and STAVROBOT_INTERNAL_SECRET_FILE. */
-export function resolvePaths(env: NodeJS.ProcessEnv): AppPaths {
-  const dataDir = resolve(env.DATA_DIR ?? "data");
-  const configPath = resolve(env.CONFIG_PATH ?? join(dataDir, "main", "config.toml"));
-  const filesDir = join(dataDir, "files");
-  return {
-    dataDir,
-    configPath,
-    secretFile: resolve(env.STAVROBOT_INTERNAL_SECRET_FILE ?? join(dirname(configPath), "internal-secret")),
-    filesDir,
-    uploadsDir: join(filesDir, "uploads"),
-  };
 }
 
 /** Everything `main` does, as a function tests can call: config, database, queue, servers. */
 export async function startApp(options: AppOptions): Promise<RunningApp> {
   const env = options.env;
+  const settings = parseAppEnv(env);
   const logger = options.logger ?? createLogger("app");
-  const { dataDir, configPath, secretFile, filesDir, uploadsDir } = resolvePaths(env);
+  const { dataDir, configPath, secretFile, filesDir, uploadsDir, outboxDir } = resolvePaths(settings);
+  const pgliteDir = join(dataDir, "pglite");
+  // Before anything is written: the config, the embedded database and stored files are the
+  // owner's alone, even when plugin users share the machine (`npm start` as root).
+  restrictUmask();
   const generated = ensureConfigFile(configPath, findFile("config.example.toml"));
   if (generated) {
     logger.warn(
@@ -87,107 +99,376 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   const config = loadConfig(configPath);
   const internalSecret = resolveInternalSecret({ env, file: secretFile, create: true });
   const model = resolveModel(config);
-  const getApiKey = createApiKeySource(config);
-  const notConfigured = (await getApiKey(model.provider))
-    ? undefined
-    : `The assistant has no LLM provider key yet. Add apiKey = "..." (or authFile) to ${configPath} and restart.`;
+  // Meanwhile: the provider's client library, which the first turn would otherwise load.
+  const providerLoaded = loadProviderModule(model.api);
+  const keySource = createApiKeySource(config, { logger: logger.child("auth") });
+  const { getApiKey, oauth } = keySource;
+  // A key from authFile is not a start-up matter: a missing or broken login is fixed at /login
+  // without a restart, and a turn meanwhile says so. Nothing here waits for a refresh.
+  const notConfigured =
+    oauth || (await getApiKey(model.provider))
+      ? undefined
+      : `The assistant has no LLM provider key yet. Add apiKey = "..." (or authFile) to ${configPath} and restart.`;
   if (notConfigured) logger.warn(notConfigured);
 
-  const db = await openDatabase({ env, dataDir: join(dataDir, "pglite"), logger });
-  const cleanup: (() => Promise<void>)[] = [() => db.close()];
+  const embedded = !usesServer(env);
+  const configDir = dirname(configPath);
+  await securePrivateState({
+    dirs: [
+      filesDir,
+      uploadsDir,
+      outboxDir,
+      ...(isInside(dataDir, configDir) ? [configDir] : []),
+      ...(embedded ? [pgliteDir] : []),
+    ],
+    // Stored files and the outbox's copies are private wherever they came from (older installs too).
+    trees: [filesDir, outboxDir, ...(embedded ? [pgliteDir] : [])],
+    files: [configPath, secretFile],
+  });
+  const db = await openDatabase({ env, dataDir: pgliteDir, logger });
+  // PGlite creates a few files at run time with modes of its own (inside the 700 directory, so
+  // unreachable by others); they are made owner-only again once it has closed.
+  const cleanup: (() => Promise<void>)[] = [
+    async () => {
+      await db.close();
+      if (embedded) await securePrivateState({ dirs: [], trees: [pgliteDir], files: [] });
+    },
+  ];
   try {
     const applied = await migrate(db);
     if (applied > 0) logger.info("database migrated", { applied });
-    mkdirSync(uploadsDir, { recursive: true });
-    const timezone = env.TZ || Intl.DateTimeFormat().resolvedOptions().timeZone;
-    const port = Number(env.PORT ?? 3000);
-    const internalPort = Number(env.INTERNAL_PORT ?? 3001);
+    const timezone = settings.TZ || Intl.DateTimeFormat().resolvedOptions().timeZone;
+    const port = settings.PORT;
+    const internalPort = settings.INTERNAL_PORT;
     const publicHostname = config.publicHostname ?? `http://localhost:${port}`;
+    // Telegram sends it with every webhook call; a new one at each start.
+    const webhookSecret = randomBytes(32).toString("base64url");
     const basePrompt = readFileSync(findFile("system-prompt.txt"), "utf8");
     const budget = tokenBudget(config.contextTokensK, model.contextWindow);
     const pluginRunner = createServiceClient({
-      baseUrl: env.PLUGIN_RUNNER_URL ?? "http://127.0.0.1:3003",
+      baseUrl: settings.PLUGIN_RUNNER_URL,
       bearer: internalSecret,
       timeoutMs: 60_000,
-      retries: 0,
       logger: logger.child("plugin-runner"),
     });
-    const details = new BundleDetailCache(pluginRunner);
-    const tools: AnyAgentTool[] = [
-      createExecuteSqlTool({ db }),
-      createManageKnowledgeTool({ db }),
-      createManagePluginsTool({ pluginRunner, details }),
-      createRunPluginTool({ pluginRunner, filesDir, details }),
-    ];
+    const sibling = (name: string, baseUrl: string) =>
+      createServiceClient({ baseUrl, bearer: internalSecret, timeoutMs: 60_000, logger: logger.child(name) });
+    const pythonRunner = sibling("python-runner", settings.PYTHON_RUNNER_URL);
+    const coder = sibling("coder", settings.CODER_URL);
+    const details = new PluginDetailCache(pluginRunner);
+    const transcriber = config.stt ? createTranscriber(config.stt) : undefined;
+    const areas = new FileAreas(filesDir);
+    await areas.ensure();
+    const inbox = new InboxStore(db, db.relaxed);
 
-    const runner = new TurnRunner({
+    // Channels, the owner, the allowlist and the delivery outbox.
+    const ownerIds = {
+      telegram:
+        config.owner?.telegram === undefined
+          ? undefined
+          : normalizeIdentifier("telegram", String(config.owner.telegram)),
+      signal: config.owner?.signal,
+    };
+    // Only the channels that are configured can reach the owner.
+    const ownerContact: OwnerContact = {
+      telegram: config.telegram ? ownerIds.telegram : undefined,
+      signal: config.signal ? ownerIds.signal : undefined,
+    };
+    const listOf = (id: string | undefined) => (id ? [id] : []);
+    const allowlist = new Allowlist(
       db,
+      internalSecret,
+      { telegram: listOf(ownerIds.telegram), signal: listOf(ownerIds.signal), whatsapp: [], email: [] },
+      logger.child("allowlist"),
+    );
+    const imported = await allowlist.importLegacyOnce({
+      telegram: config.telegram?.allowedChatIds.map(String),
+      signal: config.signal?.allowedNumbers,
+    });
+    if (imported > 0)
+      logger.info("copied the allowlists from config.toml into the settings", { count: imported });
+    const telegramApi = config.telegram
+      ? new TelegramApi(config.telegram.apiBaseUrl, config.telegram.botToken)
+      : undefined;
+    const channels: Partial<Record<Channel, ChannelSender>> = {};
+    if (telegramApi) channels.telegram = new TelegramSender(telegramApi);
+    const signalBridge = config.signal ? sibling("signal-bridge", settings.SIGNAL_BRIDGE_URL) : undefined;
+    if (signalBridge) channels.signal = new SignalSender(signalBridge, `${publicHostname}/signal/captcha`);
+    const deliveries = new DeliveryStore(db);
+    const worker = new DeliveryWorker({
+      store: deliveries,
+      channels,
+      logger: logger.child("delivery"),
+      onGiveUp: (delivery, error) =>
+        inbox.addNotice(
+          "delivery",
+          `(a ${delivery.channel} message to ${delivery.recipient})`,
+          `A ${delivery.channel} message to ${delivery.recipient} could not be delivered and was given up: ${error}` +
+            (delivery.payload.text
+              ? `\n\nIt said:\n${delivery.payload.format === "html" ? delivery.payload.text.replace(/<[^>]*>/g, "") : delivery.payload.text}`
+              : ""),
+        ),
+    });
+    cleanup.unshift(() => worker.stop());
+    const answers = new AnswerDelivery({
+      inbox,
+      store: deliveries,
+      worker,
+      owner: ownerContact,
+      logger: logger.child("delivery"),
+    });
+    const tell = async (channel: Channel, recipient: string, text: string, key: string): Promise<void> => {
+      const payloads = composeDeliveries(channel, { markdown: text });
+      await deliveries.add(
+        payloads.map((payload, index) => ({ channel, recipient, payload, key: `${key}:${index}` })),
+      );
+      void worker.kick();
+    };
+    const mediaFetcher = telegramApi
+      ? new TelegramMediaFetcher(telegramApi, uploadsDir, inbox, logger.child("telegram"))
+      : undefined;
+    // The queue exists once the turn engine does (firings only come after start(); sends only in turns).
+    const late: { queue?: MessageQueue } = {};
+    const scheduler = new Scheduler({
+      db,
+      timezone,
+      accept: (entry) => void late.queue?.accept(entry),
+      housekeeping: () => removeOldFiles(areas, inbox, logger.child("files")).then(() => undefined),
+      logger: logger.child("scheduler"),
+    });
+    cleanup.unshift(async () => scheduler.stop());
+    // The conversation stays in memory between turns (reloaded after anything that may change it).
+    const conversation = new ConversationStore(db);
+    // What model calls cost, and the budgets that stop them.
+    // Usage rows are accounting: losing the last few to a server crash is acceptable.
+    const meter = new UsageMeter(db.relaxed, config.budget ?? {}, timezone);
+    await meter.start();
+    const record = (entry: UsageRecord): void => {
+      if (entry.inputTokens + entry.outputTokens + entry.cacheReadTokens + entry.cacheWriteTokens === 0)
+        return;
+      meter.record(entry);
+    };
+    const flushUsage = () =>
+      meter
+        .flush()
+        .catch((error: unknown) => logger.warn("could not record usage", { error: errorMessage(error) }));
+    cleanup.unshift(flushUsage);
+    const refuseModelCall = (): string | undefined => meter.refusal()?.message;
+    const currentTurn = () => late.queue?.currentEntry;
+
+    const tools: AnyAgentTool[] = buildTools({
+      config,
+      db,
+      areas,
+      timezone,
+      publicHostname,
+      pluginRunner,
+      pythonRunner,
+      coder,
+      details,
+      scheduler,
+      ownerIds,
+      modelCallMeter: (kind) => ({
+        refuse: refuseModelCall,
+        record: (modelId, usage, searches) =>
+          record({
+            kind,
+            model: modelId,
+            source: currentTurn()?.source,
+            inboxId: currentTurn()?.id,
+            ...spendOfCall(modelId, usage, searches),
+          }),
+      }),
+      messaging: {
+        allowlist,
+        areas,
+        outboxFiles: new OutboxFiles(outboxDir),
+        store: deliveries,
+        worker,
+        currentInboxId: () => late.queue?.currentEntryId,
+      },
+    });
+
+    // The same system prompt every turn until a part of it changes.
+    const systemPrompt = new SystemPromptCache({
+      knowledge: async () => ({
+        memories: await listMemories(db),
+        scratchpadTitles: await listScratchpadTitles(db),
+      }),
+      plugins: () => describePluginsForPrompt(pluginRunner, logger.child("plugins")),
+      compose: ({ knowledge, plugins }) =>
+        buildSystemPrompt({
+          basePrompt,
+          toolNames: tools.map((tool) => tool.name),
+          customPrompt: config.customPrompt,
+          publicHostname,
+          timezone,
+          plugins,
+          ...knowledge,
+        }),
+    });
+    // The subscription login (authFile): renewed in the background, completed on the login page; a
+    // 401 removes it and sends the owner the login link.
+    const loginUrl = `${publicHostname}/login`;
+    const login = new LoginFlows({ provider: model.provider, keys: oauth, logger: logger.child("login") });
+    oauth?.start(model.provider);
+    cleanup.unshift(async () => {
+      login.close();
+      oauth?.stop();
+    });
+    const onProviderError = oauth
+      ? createReauthHandler({
+          provider: model.provider,
+          keys: oauth,
+          loginUrl,
+          owner: ownerContact,
+          tell,
+          notices: inbox,
+          logger: logger.child("login"),
+        })
+      : undefined;
+    const engine = new TurnEngine({
+      db,
+      conversation,
+      startChange: processingChange,
       model,
       thinkingLevel: config.thinkingLevel,
       maxTokens: config.maxTokens,
       tools: () => tools,
-      systemPrompt: async () =>
-        buildSystemPrompt({
-          basePrompt,
-          customPrompt: config.customPrompt,
-          publicHostname,
-          timezone,
-          plugins: await describePluginsForPrompt(pluginRunner, logger.child("plugins")),
-          memories: await listMemories(db),
-          scratchpadTitles: await listScratchpadTitles(db),
-        }),
+      systemPrompt: () => systemPrompt.get(),
       getApiKey,
       budget,
       logger: logger.child("agent"),
-      missingKeyMessage: notConfigured ?? "No API key for the configured provider.",
+      // Read when a turn finds no key: with authFile, it says why and where to log in.
+      get missingKeyMessage() {
+        return oauth
+          ? oauth.missingKeyMessage(model.provider, loginUrl)
+          : (notConfigured ?? "No API key for the configured provider.");
+      },
+      onProviderError,
       redactors: { manage_plugins: redactManagePluginsArguments },
+      refuseModelCall,
+      afterTool: (name, args) => staleAfterTool(name, args, { conversation, systemPrompt }),
+      onModelCall: (inboxId, message) =>
+        record({
+          kind: "turn",
+          model: message.model,
+          source: currentTurn()?.source,
+          inboxId,
+          ...spendOfAssistant(message),
+        }),
     });
-    const inbox = new InboxStore(db);
     const queue = new MessageQueue({
       inbox,
-      runner,
-      buildUserMessage: (entry) =>
-        buildUserMessage(
+      engine,
+      buildUserMessage: async (entry) => {
+        // A coding task's result usually announces a plugin the coder just wrote.
+        if (entry.source === "coder") systemPrompt.invalidate("plugins");
+        // Files of a Telegram message are fetched now, not when Telegram was answered.
+        const payload = mediaFetcher ? await mediaFetcher.resolve(entry) : entry.payload;
+        return buildUserMessage(
           {
-            text: entry.payload.message,
-            attachments: entry.payload.attachments,
+            text: await withTranscripts(payload.message, payload.attachments, transcriber),
+            attachments: payload.attachments,
             source: entry.source,
-            sender: entry.sender,
+            // The owner is "owner" whichever channel they write from.
+            sender: isOwnerMessage(entry, ownerContact) ? null : entry.sender,
             receivedAt: entry.receivedAt,
           },
           timezone,
-        ),
-      messagesForInbox: (id) => messagesForInbox(db, id),
-      afterTurn: async () => {
-        await compactIfNeeded({ db, model, getApiKey, budget, logger: logger.child("compaction") });
+        );
       },
-      notify: async () => {},
+      messagesForInbox: (id) => messagesForInbox(db, id),
+      reloadConversation: () => conversation.invalidate(),
+      // The turn's last messages and the entry's end in one commit.
+      finish: (id, status, response, error, delivered = false) =>
+        conversation.flush(finishChange(id, status, response, error, delivered)),
+      afterTurn: async () => {
+        await flushUsage();
+        await compactIfNeeded({
+          conversation,
+          model,
+          getApiKey,
+          budget,
+          logger: logger.child("compaction"),
+          refuseModelCall,
+          onModelCall: (message) =>
+            record({ kind: "compaction", model: message.model, ...spendOfAssistant(message) }),
+        });
+      },
+      deliver: (entry, answer) => answers.deliver(entry, answer),
+      maySteer: (running, incoming) => maySteer(running, incoming, ownerContact),
+      waitForDatabase: () => db.waitUntilAvailable(),
+      budgetRefusal: () => meter.refusal(),
       maxRetries: config.queue.maxRetries,
       retryDelayMs: config.queue.retryDelaySeconds * 1000,
       logger: logger.child("queue"),
     });
 
+    late.queue = queue;
+
+    // For the admin UI's home page: the siblings this configuration uses, and the webhook's state.
+    const services = {
+      "plugin-runner": pluginRunner,
+      "python-runner": pythonRunner,
+      ...(config.coder ? { coder } : {}),
+      ...(signalBridge ? { "signal-bridge": signalBridge } : {}),
+    };
     const listeners = buildServer({
       queue,
       inbox,
+      db,
       uploadsDir,
+      pluginRunner,
+      details,
+      pluginsChanged: () => systemPrompt.invalidate("plugins"),
       notReady: () => notConfigured,
+      allowlist,
+      tell,
+      telegram: telegramApi ? { secret: webhookSecret } : undefined,
+      signalBridge,
+      login,
+      usage: { db, meter, timezone },
+      web: {
+        services,
+        telegramWebhook: telegramApi && {
+          webhookInfo: () => telegramApi.call("getWebhookInfo", {}),
+          webhookUrl: `${publicHostname}/telegram/webhook`,
+        },
+        publicHostname,
+      },
       password: config.password,
       internalSecret,
       logger: logger.child("http"),
     });
-    // Before listening: unfinished messages go first, ahead of anything new.
+    // Before listening: answers a crash kept from their audience, then unfinished messages,
+    // ahead of anything new.
+    // The first turn finds the conversation, the provider's library and the connections ready; the
+    // system prompt is composed in the background (the plugin-runner may still be starting).
+    void systemPrompt.get().catch(() => undefined);
+    await Promise.all([conversation.current(), providerLoaded, db.relaxed.query("SELECT 1")]);
+    const handed = await answers.recover();
+    if (handed > 0) logger.info("handed over earlier answers", { count: handed });
     const resumed = await queue.recover();
     if (resumed > 0) logger.info("resuming unfinished messages", { count: resumed });
-    const external = createServer(listeners.external);
-    const internal = createServer(listeners.internal);
-    // Turns can take minutes; the client decides when to give up.
-    for (const server of [external, internal]) server.requestTimeout = 0;
-    const host = env.HOST ?? "127.0.0.1";
+    await scheduler.start();
+    // Receiving a request is bounded (a trickled body cannot hold a socket); answering a turn is not.
+    const external = createHttpServer(listeners.external);
+    const internal = createHttpServer(listeners.internal);
+    const host = settings.HOST;
     const boundPort = await listen(external, port, host);
     cleanup.unshift(() => closeServer(external));
-    const boundInternal = await listen(internal, internalPort, env.INTERNAL_HOST ?? host);
+    const boundInternal = await listen(internal, internalPort, settings.INTERNAL_HOST ?? host);
     cleanup.unshift(() => closeServer(internal));
+    worker.start();
+    if (telegramApi) {
+      const stop = registerWebhook(telegramApi, {
+        url: `${publicHostname}/telegram/webhook`,
+        secret: webhookSecret,
+        logger: logger.child("telegram"),
+      });
+      cleanup.unshift(async () => stop());
+    }
     logger.info("listening", {
       port: boundPort,
       internalPort: boundInternal,
@@ -202,12 +483,18 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       configPath,
       db,
       queue,
+      conversation,
       close: () => closeAll(cleanup),
     };
   } catch (error) {
     await closeAll(cleanup);
     throw error;
   }
+}
+
+function isInside(parent: string, child: string): boolean {
+  const rel = relative(parent, child);
+  return rel !== "" && !rel.startsWith("..") && !isAbsolute(rel);
 }
 
 async function closeAll(cleanup: (() => Promise<void>)[]): Promise<void> {
@@ -227,4 +514,24 @@ function findFile(name: string): string {
   });
   if (!found) throw new ConfigError(`Cannot find ${name} (looked in ${candidates.join(", ")})`);
   return found;
+}
+
+/**
+ * What a tool call may have changed behind the in-memory copies: SQL on the conversation or on
+ * the knowledge tables, the knowledge tool, a plugin installed or removed.
+ */
+function staleAfterTool(
+  name: string,
+  args: unknown,
+  caches: { conversation: ConversationStore; systemPrompt: SystemPromptCache<unknown> },
+): void {
+  if (name === "execute_sql") {
+    const sql = String((args as { query?: unknown } | undefined)?.query ?? "");
+    if (/\b(messages|compactions)\b/i.test(sql)) caches.conversation.invalidate();
+    if (/\b(memories|scratchpad)\b/i.test(sql)) caches.systemPrompt.invalidate("knowledge");
+  } else if (name === "manage_knowledge") {
+    caches.systemPrompt.invalidate("knowledge");
+  } else if (name === "manage_plugins") {
+    caches.systemPrompt.invalidate("plugins");
+  }
 }

@@ -6,17 +6,62 @@ import {
   checkBearer,
   createRequestListener,
   type Logger,
+  type ServiceClient,
 } from "@stavrobot/common";
+import type { Database } from "./db/database.js";
 import { createChatHandler, type ChatDeps } from "./routes/chat.js";
+import { createPageHandler, createPageQueryHandler } from "./routes/pages.js";
+import { addPluginSettingsRoutes, type PluginSettingsDeps } from "./routes/plugin-settings.js";
+import { createUploadHandler } from "./routes/upload.js";
+import { addAllowlistRoutes } from "./routes/allowlist.js";
+import { addAnswerRoutes } from "./routes/answers.js";
+import { addLoginRoutes } from "./routes/login.js";
+import type { LoginFlows } from "./auth/login-flow.js";
+import { createTelegramWebhookHandler } from "./routes/telegram-webhook.js";
+import { addSignalCaptchaRoutes } from "./routes/signal-captcha.js";
+import { addUsageRoutes, type UsageRouteDeps } from "./routes/usage.js";
+import { addExplorerRoutes } from "./routes/explorer.js";
+import { addStatusRoutes } from "./routes/status.js";
+import { addWebRoutes } from "./routes/web-pages.js";
+import { checkOrigin } from "./web/security.js";
+import type { StatusDeps } from "./web/status.js";
 
-export interface ServerDeps extends ChatDeps {
+export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
+  db: Database;
   password: string;
   internalSecret: string;
   logger: Logger;
+  /** Set when `[telegram]` is configured: the webhook secret of this start. */
+  telegram: { secret: string } | undefined;
+  /** Set when `[signal]` is configured. */
+  signalBridge: ServiceClient | undefined;
+  /** The subscription login page's flows (`/login`). */
+  login: LoginFlows;
+  usage: UsageRouteDeps;
+  /** What the admin UI needs besides the routes' own dependencies. */
+  web: WebDeps;
 }
 
-/** Routes anyone may call without the owner's password. */
-const PUBLIC_ROUTES: { method: string; path: RegExp }[] = [{ method: "GET", path: /^\/health$/ }];
+export interface WebDeps {
+  /** The siblings this configuration uses, by name: the home page shows their health. */
+  services: Readonly<Record<string, ServiceClient>>;
+  /** With `[telegram]`: asks Telegram whether the webhook is registered, and at which address. */
+  telegramWebhook: StatusDeps["telegram"];
+  /** The public address: a browser's `Origin` naming it is this site, even behind a proxy. */
+  publicHostname: string;
+}
+
+/**
+ * Routes anyone may call without the owner's password. Pages and page queries check the page's
+ * own visibility in their handlers (a private page still needs the password).
+ */
+const PUBLIC_ROUTES: { method: string; path: RegExp }[] = [
+  { method: "GET", path: /^\/health$/ },
+  // Telegram cannot log in: the handler checks the secret registered with setWebhook.
+  { method: "POST", path: /^\/telegram\/webhook$/ },
+  { method: "GET", path: /^\/pages\/./ },
+  { method: "GET", path: /^\/api\/pages\/./ },
+];
 
 export function isPublicRoute(method: string, pathname: string): boolean {
   return PUBLIC_ROUTES.some((route) => route.method === method && route.path.test(pathname));
@@ -33,16 +78,58 @@ const unauthorized = (): HttpError =>
  */
 export function buildServer(deps: ServerDeps): { external: RequestListener; internal: RequestListener } {
   const chat = createChatHandler(deps);
-  const external = new Router().get("/health", () => ({ json: { status: "ok" } })).post("/chat", chat);
+  const pages = { db: deps.db, password: deps.password };
+  const external = new Router()
+    .get("/health", () => ({ json: { status: "ok" } }))
+    .post("/chat", chat)
+    .post("/api/upload", createUploadHandler(deps))
+    .get("/pages/*", createPageHandler(pages))
+    .get("/api/pages/*", createPageQueryHandler(pages));
+  addPluginSettingsRoutes(external, deps);
+  addAllowlistRoutes(external, deps.allowlist);
+  addAnswerRoutes(external, deps.inbox);
+  addLoginRoutes(external, deps.login);
+  if (deps.signalBridge) addSignalCaptchaRoutes(external, deps.signalBridge);
+  addUsageRoutes(external, deps.usage);
+  addWebRoutes(external);
+  addExplorerRoutes(external, deps.db);
+  addStatusRoutes(external, {
+    db: deps.db,
+    queue: deps.queue,
+    services: deps.web.services,
+    telegram: deps.web.telegramWebhook,
+    signalConfigured: deps.signalBridge !== undefined,
+    startedAt: new Date(),
+  });
+  if (deps.telegram) {
+    external.post(
+      "/telegram/webhook",
+      createTelegramWebhookHandler({
+        secret: deps.telegram.secret,
+        allowlist: deps.allowlist,
+        queue: deps.queue,
+        tell: deps.tell,
+        logger: deps.logger.child("telegram"),
+      }),
+    );
+  }
   const internal = new Router().post("/chat", chat);
-  const securityHeaders = { "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store" };
+  const securityHeaders = {
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+  };
+  const trustedOrigins = [deps.web.publicHostname];
   return {
     external: createRequestListener(external, {
       logger: deps.logger,
       headers: securityHeaders,
       guard: ({ req, url }) => {
-        if (isPublicRoute(req.method ?? "GET", url.pathname)) return;
-        if (!checkBasicPassword(req.headers.authorization, deps.password)) throw unauthorized();
+        if (!isPublicRoute(req.method ?? "GET", url.pathname)) {
+          if (!checkBasicPassword(req.headers.authorization, deps.password)) throw unauthorized();
+        }
+        // After the password (a caller without it learns nothing), and for public routes too.
+        checkOrigin(req, trustedOrigins);
       },
     }),
     internal: createRequestListener(internal, {

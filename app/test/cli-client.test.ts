@@ -1,67 +1,82 @@
-import { describe, it, expect, beforeAll, afterAll, beforeEach } from "vitest";
+import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import { spawn } from "node:child_process";
-import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
-import type { Server, ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PassThrough, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { checkBasicPassword } from "@stavrobot/common";
-import { freePort } from "@stavrobot/common/test-support";
+import {
+  freePort,
+  startFakeApp,
+  textTurn,
+  type FakeApp,
+  type FakeAppReply,
+} from "@stavrobot/common/test-support";
+import { runClient } from "../src/cli/client.js";
+import { INTERNAL_SECRET, PASSWORD as APP_PASSWORD, useTestApp } from "./helpers/app.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const CLIENT = "app/src/cli/client.ts";
 const PASSWORD = "cli-test-password";
 
-interface ChatRequest {
-  authorized: boolean;
-  contentType: string | undefined;
-  body: unknown;
-}
-
-type Mode =
-  { kind: "echo" } | { kind: "error"; status: number; body: string } | { kind: "raw"; body: string };
-
-interface Run {
-  child: ChildProcessWithoutNullStreams;
+interface Session {
+  stdin: Writable;
   stdout: () => string;
   stderr: () => string;
-  /** Resolves when stdout contains the text (rejects after a timeout). */
-  waitForStdout: (text: string) => Promise<void>;
   exit: Promise<number | null>;
 }
 
-function cliEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
+interface Ended {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+async function toEnd(session: Session, input: string): Promise<Ended> {
+  session.stdin.end(input);
+  const code = await session.exit;
+  return { code, stdout: session.stdout(), stderr: session.stderr() };
+}
+
+/** The client in this process, on in-memory streams. */
+function inProcess(argv: string[], env: NodeJS.ProcessEnv): Session {
+  let stdout = "";
+  let stderr = "";
+  const sink = (append: (text: string) => void) =>
+    new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        append(chunk.toString());
+        done();
+      },
+    });
+  const stdin = new PassThrough();
+  const exit = runClient({
+    argv,
+    env,
+    stdin,
+    stdout: sink((text) => (stdout += text)),
+    stderr: sink((text) => (stderr += text)),
+  });
+  return { stdin, stdout: () => stdout, stderr: () => stderr, exit };
+}
+
+const run = (argv: string[], env: NodeJS.ProcessEnv, input = "") => toEnd(inProcess(argv, env), input);
+
+/** The client as `npm run chat` runs it: its own process, with only the given STAVROBOT_* set. */
+function asProcess(argv: string[], extra: Record<string, string>, cwd = REPO_ROOT): Session {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const key of Object.keys(env)) if (key.startsWith("STAVROBOT_")) delete env[key];
   delete env.NODE_OPTIONS;
-  for (const [key, value] of Object.entries(extra)) if (value !== undefined) env[key] = value;
-  return env;
-}
-
-function start(args: string[], env: Record<string, string | undefined>, cwd = REPO_ROOT): Run {
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", CLIENT, ...args], {
+  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", CLIENT, ...argv], {
     cwd,
-    env: cliEnv(env),
+    env: { ...env, ...extra },
     stdio: "pipe",
   });
   let stdout = "";
   let stderr = "";
-  const waiters: { text: string; resolve: () => void }[] = [];
-  child.stdout.setEncoding("utf8");
-  child.stderr.setEncoding("utf8");
-  child.stdout.on("data", (chunk: string) => {
-    stdout += chunk;
-    for (const waiter of [...waiters]) {
-      if (stdout.includes(waiter.text)) {
-        waiters.splice(waiters.indexOf(waiter), 1);
-        waiter.resolve();
-      }
-    }
-  });
-  child.stderr.on("data", (chunk: string) => (stderr += chunk));
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
   const killer = setTimeout(() => child.kill("SIGKILL"), 30_000);
   const exit = new Promise<number | null>((resolve, reject) => {
     child.on("error", reject);
@@ -70,129 +85,79 @@ function start(args: string[], env: Record<string, string | undefined>, cwd = RE
       resolve(code);
     });
   });
+  return { stdin: child.stdin, stdout: () => stdout, stderr: () => stderr, exit };
+}
+
+type Mode = { kind: "echo" } | { kind: "reply"; reply: FakeAppReply };
+
+/** The app's public `POST /chat` as the CLI sees it: "reply to <message>", or what `mode` says. */
+function useFakeApp(): {
+  app: () => FakeApp;
+  env: () => { STAVROBOT_URL: string; STAVROBOT_PASSWORD: string };
+  setMode: (mode: Mode) => void;
+} {
+  let app: FakeApp;
+  let mode: Mode = { kind: "echo" };
+  beforeEach(async () => {
+    mode = { kind: "echo" };
+    app = await startFakeApp({
+      password: PASSWORD,
+      answer: ({ message }) => {
+        if (mode.kind === "reply") return mode.reply;
+        if (message === "please fail") return { status: 500, json: { error: "model exploded" } };
+        return { status: 200, json: { response: `reply to ${String(message)}` } };
+      },
+    });
+  });
+  afterEach(() => app.close());
   return {
-    child,
-    stdout: () => stdout,
-    stderr: () => stderr,
-    exit,
-    waitForStdout: (text) =>
-      new Promise<void>((resolve, reject) => {
-        if (stdout.includes(text)) return resolve();
-        const timer = setTimeout(
-          () =>
-            reject(
-              new Error(
-                `timed out waiting for ${JSON.stringify(text)}; stdout: ${stdout}; stderr: ${stderr}`,
-              ),
-            ),
-          20_000,
-        );
-        waiters.push({
-          text,
-          resolve: () => {
-            clearTimeout(timer);
-            resolve();
-          },
-        });
-        void exit.then(() => {
-          if (!stdout.includes(text)) {
-            clearTimeout(timer);
-            reject(
-              new Error(
-                `exited before printing ${JSON.stringify(text)}; stdout: ${stdout}; stderr: ${stderr}`,
-              ),
-            );
-          }
-        });
-      }),
+    app: () => app,
+    env: () => ({ STAVROBOT_URL: app.url, STAVROBOT_PASSWORD: PASSWORD }),
+    setMode: (next) => (mode = next),
   };
 }
 
-async function runToEnd(args: string[], env: Record<string, string | undefined>, input = "", cwd?: string) {
-  const run = start(args, env, cwd);
-  run.child.stdin.end(input);
-  const code = await run.exit;
-  return { code, stdout: run.stdout(), stderr: run.stderr() };
-}
-
-describe("CLI client (app/src/cli/client.ts) as a subprocess", () => {
-  let server: Server;
-  let url: string;
-  let requests: ChatRequest[] = [];
-  let mode: Mode = { kind: "echo" };
-
-  function answer(res: ServerResponse, status: number, body: string): void {
-    res.writeHead(status, { "Content-Type": "application/json" });
-    res.end(body);
-  }
-
-  beforeAll(async () => {
-    server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (chunk: Buffer) => chunks.push(chunk));
-      req.on("end", () => {
-        if (req.method !== "POST" || req.url !== "/chat") return answer(res, 404, '{"error":"Not found"}');
-        let body: unknown;
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-        } catch {
-          body = undefined;
-        }
-        const authorized = checkBasicPassword(req.headers.authorization, PASSWORD);
-        requests.push({ authorized, contentType: req.headers["content-type"], body });
-        if (!authorized) return answer(res, 401, '{"error":"Unauthorized"}');
-        const message = (body as { message?: unknown } | undefined)?.message;
-        if (mode.kind === "error") return answer(res, mode.status, mode.body);
-        if (mode.kind === "raw") return answer(res, 200, mode.body);
-        if (message === "please fail") return answer(res, 500, '{"error":"model exploded"}');
-        answer(res, 200, JSON.stringify({ response: `reply to ${String(message)}` }));
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
-
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-
-  beforeEach(() => {
-    requests = [];
-    mode = { kind: "echo" };
-  });
-
-  const env = () => ({ STAVROBOT_URL: url, STAVROBOT_PASSWORD: PASSWORD });
+describe("CLI client (runClient) against the fake app", () => {
+  const fake = useFakeApp();
+  const { env } = fake;
+  const requests = () => {
+    const app = fake.app();
+    return app.messages.map((body, i) => ({
+      authorized: checkBasicPassword(app.authorizations[i], PASSWORD),
+      contentType: app.contentTypes[i],
+      body,
+    }));
+  };
 
   it('-m "hi" sends {message, source: "cli"} with Basic auth, prints the reply and exits 0', async () => {
-    const r = await runToEnd(["-m", "hi"], env());
+    const r = await run(["-m", "hi"], env());
     expect(r.stderr).toBe("");
     expect(r.stdout).toBe("reply to hi\n");
     expect(r.code).toBe(0);
-    expect(requests).toEqual([
+    expect(requests()).toEqual([
       { authorized: true, contentType: "application/json", body: { message: "hi", source: "cli" } },
     ]);
   });
 
   it("accepts a trailing slash on STAVROBOT_URL", async () => {
-    const r = await runToEnd(["-m", "slash"], { ...env(), STAVROBOT_URL: url + "/" });
+    const r = await run(["-m", "slash"], { ...env(), STAVROBOT_URL: fake.app().url + "/" });
     expect(r.stdout).toBe("reply to slash\n");
     expect(r.code).toBe(0);
   });
 
   it("a wrong password exits 1 with a message about the password", async () => {
-    const r = await runToEnd(["-m", "hi"], { ...env(), STAVROBOT_PASSWORD: "not-the-password" });
+    const r = await run(["-m", "hi"], { ...env(), STAVROBOT_PASSWORD: "not-the-password" });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/password/i);
     expect(r.stderr).toContain("STAVROBOT_PASSWORD");
     expect(r.stdout).toBe("");
-    expect(requests).toHaveLength(1);
-    expect(requests[0]?.authorized).toBe(false);
+    expect(requests()).toHaveLength(1);
+    expect(requests()[0]?.authorized).toBe(false);
   });
 
   it.each([500, 503])("a %i with {error} exits 1 and prints the server's error", async (status) => {
-    mode = { kind: "error", status, body: '{"error":"x marks the spot"}' };
-    const r = await runToEnd(["-m", "hi"], env());
+    fake.setMode({ kind: "reply", reply: { status, text: '{"error":"x marks the spot"}' } });
+    const r = await run(["-m", "hi"], env());
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(String(status));
     expect(r.stderr).toContain("x marks the spot");
@@ -200,99 +165,150 @@ describe("CLI client (app/src/cli/client.ts) as a subprocess", () => {
   });
 
   it("a non-JSON error body is shown as text", async () => {
-    mode = { kind: "error", status: 502, body: "<html>Bad Gateway</html>" };
-    const r = await runToEnd(["-m", "hi"], env());
+    fake.setMode({ kind: "reply", reply: { status: 502, text: "<html>Bad Gateway</html>" } });
+    const r = await run(["-m", "hi"], env());
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("502");
     expect(r.stderr).toContain("Bad Gateway");
   });
 
   it("a 200 without a string response exits 1", async () => {
-    mode = { kind: "raw", body: '{"answer":"wrong shape"}' };
-    const r = await runToEnd(["-m", "hi"], env());
+    fake.setMode({ kind: "reply", reply: { status: 200, text: '{"answer":"wrong shape"}' } });
+    const r = await run(["-m", "hi"], env());
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/unexpected answer/);
     expect(r.stdout).toBe("");
   });
 
   it("an unreachable URL exits 3 with 'Cannot reach'", async () => {
-    const port = await freePort();
-    const target = `http://127.0.0.1:${port}`;
-    const r = await runToEnd(["-m", "hi"], { ...env(), STAVROBOT_URL: target });
+    const target = `http://127.0.0.1:${await freePort()}`;
+    const r = await run(["-m", "hi"], { ...env(), STAVROBOT_URL: target });
     expect(r.code).toBe(3);
     expect(r.stderr).toContain(`Cannot reach ${target}`);
     expect(r.stderr).toContain("ECONNREFUSED");
   });
 
   it("no STAVROBOT_PASSWORD exits 2 without calling the server", async () => {
-    const r = await runToEnd(["-m", "hi"], { STAVROBOT_URL: url });
+    const r = await run(["-m", "hi"], { STAVROBOT_URL: fake.app().url });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("STAVROBOT_PASSWORD");
-    expect(requests).toHaveLength(0);
+    expect(requests()).toHaveLength(0);
   });
 
   it.each([[["-m"]], [["-m", "   "]]])("%j without text exits 2 without calling the server", async (args) => {
-    const r = await runToEnd(args, env());
+    const r = await run(args, env());
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("-m needs a message");
-    expect(requests).toHaveLength(0);
+    expect(requests()).toHaveLength(0);
   });
 
   it("--help prints usage and exits 0", async () => {
-    const r = await runToEnd(["--help"], {});
+    const r = await run(["--help"], {});
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("Usage:");
   });
 
   it("REPL: two lines then an empty line prints both replies and exits 0", async () => {
-    const run = start([], env());
-    await run.waitForStdout("> ");
-    run.child.stdin.write("first message\n");
-    await run.waitForStdout("reply to first message\n");
-    run.child.stdin.write("second message\n");
-    await run.waitForStdout("reply to second message\n");
-    run.child.stdin.write("\n");
-    expect(await run.exit).toBe(0);
-    expect(run.stdout()).toContain(`Connected to ${url}`);
-    expect(run.stderr()).toBe("");
-    expect(requests.map((r) => r.body)).toEqual([
+    const session = inProcess([], env());
+    await vi.waitFor(() => expect(session.stdout()).toContain("> "));
+    session.stdin.write("first message\n");
+    await vi.waitFor(() => expect(session.stdout()).toContain("reply to first message\n"));
+    session.stdin.write("second message\n");
+    await vi.waitFor(() => expect(session.stdout()).toContain("reply to second message\n"));
+    session.stdin.write("\n");
+    expect(await session.exit).toBe(0);
+    expect(session.stdout()).toContain(`Connected to ${fake.app().url}`);
+    expect(session.stderr()).toBe("");
+    expect(requests().map((r) => r.body)).toEqual([
       { message: "first message", source: "cli" },
       { message: "second message", source: "cli" },
     ]);
   });
 
   it("REPL: a server error is reported and the session goes on", async () => {
-    const run = start([], env());
-    await run.waitForStdout("> ");
-    run.child.stdin.write("please fail\n");
-    await run.waitForStdout("> ");
-    // Wait for the error and the next prompt.
-    for (let i = 0; i < 200 && !run.stderr().includes("model exploded"); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-    expect(run.stderr()).toContain("model exploded");
-    run.child.stdin.write("after\n");
-    await run.waitForStdout("reply to after\n");
-    run.child.stdin.write("\n");
-    expect(await run.exit).toBe(0);
-    expect(requests).toHaveLength(2);
+    const session = inProcess([], env());
+    await vi.waitFor(() => expect(session.stdout()).toContain("> "));
+    session.stdin.write("please fail\n");
+    await vi.waitFor(() => expect(session.stderr()).toContain("model exploded"));
+    session.stdin.write("after\n");
+    await vi.waitFor(() => expect(session.stdout()).toContain("reply to after\n"));
+    session.stdin.write("\n");
+    expect(await session.exit).toBe(0);
+    expect(requests()).toHaveLength(2);
   });
 
-  // The prompt says "an empty line or Ctrl-D exits"; the client's catch around rl.question expects it.
+  // The prompt says "an empty line or Ctrl-D exits".
   it("REPL: closing stdin (Ctrl-D) exits 0 without sending anything", async () => {
-    const r = await runToEnd([], env(), "");
+    const r = await run([], env(), "");
     expect(r.stdout).toContain("> ");
     expect(r.code).toBe(0);
-    expect(requests).toHaveLength(0);
+    expect(requests()).toHaveLength(0);
   });
 
   // Piping a conversation in (`printf 'a\nb\n' | npm run chat`) must answer every line.
   it("REPL: lines piped in all at once are all answered", async () => {
-    const r = await runToEnd([], env(), "one\ntwo\n\n");
+    const r = await run([], env(), "one\ntwo\n\n");
     expect(r.code).toBe(0);
-    expect(requests.map((q) => (q.body as { message: string }).message)).toEqual(["one", "two"]);
+    expect(requests().map((q) => q.body.message)).toEqual(["one", "two"]);
     expect(r.stdout).toContain("reply to one\n");
     expect(r.stdout).toContain("reply to two\n");
+  });
+
+  it("REPL: answers kept while away are shown first, with their source, then marked seen", async () => {
+    fake.app().pendingAnswers.push(
+      {
+        id: 7,
+        message: "export the rows\nin full",
+        source: "plugin:exporter/export",
+        response: "120 rows.",
+      },
+      { id: 8, message: "", source: "web", response: "Saved your photo." },
+    );
+    const r = await run([], env(), "\n");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(
+      "While you were away:\n\n> export the rows (plugin:exporter/export)\n120 rows.\n\n" +
+        "> (attachment)\nSaved your photo.\n\n",
+    );
+    expect(fake.app().pendingAnswers).toEqual([]);
+    expect((await run([], env(), "\n")).stdout).not.toContain("While you were away");
+  });
+});
+
+describe("CLI client as a process (npm run chat)", () => {
+  const { env } = useFakeApp();
+
+  // process.exitCode carries the client's code to the shell.
+  it.each([
+    {
+      why: "the server failed",
+      argv: ["-m", "please fail"],
+      password: true,
+      code: 1,
+      says: "model exploded",
+    },
+    { why: "no password is set", argv: ["-m", "hi"], password: false, code: 2, says: "STAVROBOT_PASSWORD" },
+  ])("exits with the client's code when $why", async ({ argv, password, code, says }) => {
+    const { STAVROBOT_URL, STAVROBOT_PASSWORD } = env();
+    const r = await toEnd(
+      asProcess(argv, password ? { STAVROBOT_URL, STAVROBOT_PASSWORD } : { STAVROBOT_URL }),
+      "",
+    );
+    expect(r.code).toBe(code);
+    expect(r.stderr).toContain(says);
+  });
+
+  // The process must end after an empty line even though nobody closes its stdin.
+  it("REPL: an empty line ends the process while stdin stays open", async () => {
+    const session = asProcess([], env());
+    await vi.waitFor(() => expect(session.stdout()).toContain("> "), { timeout: 20_000 });
+    session.stdin.write("first message\n");
+    await vi.waitFor(() => expect(session.stdout()).toContain("reply to first message\n"), {
+      timeout: 20_000,
+    });
+    session.stdin.write("\n");
+    expect(await session.exit).toBe(0);
+    expect(session.stderr()).toBe("");
   });
 
   // `npm run chat` from a checkout whose path contains a space must still run the client.
@@ -303,12 +319,49 @@ describe("CLI client (app/src/cli/client.ts) as a subprocess", () => {
       copyFileSync(join(REPO_ROOT, CLIENT), join(root, CLIENT));
       writeFileSync(join(root, "package.json"), '{ "type": "module" }\n');
       symlinkSync(join(REPO_ROOT, "node_modules"), join(root, "node_modules"), "dir");
-      const r = await runToEnd(["-m", "hi"], env(), "", root);
+      const r = await toEnd(asProcess(["-m", "hi"], env(), root), "");
       expect(r.stderr).toBe("");
       expect(r.code).toBe(0);
       expect(r.stdout).toBe("reply to hi\n");
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe("CLI client against the real app: answers kept while no terminal was open", () => {
+  const t = useTestApp();
+
+  it("shows them when a session starts, once", async () => {
+    // A plugin's result arrives while nobody is at a terminal, and the owner has no push channel.
+    t.fake.enqueue(textTurn("Your backup finished: 3 GB."));
+    const response = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: `Bearer ${INTERNAL_SECRET}`,
+        Prefer: "respond-async",
+      },
+      body: JSON.stringify({ source: "plugin:backup/run", message: 'The run of tool "run" returned: 3 GB' }),
+    });
+    expect(response.status).toBe(202);
+    await vi.waitFor(async () => {
+      await t.app.queue.idle();
+      const done = await t.app.db.query("SELECT 1 FROM inbox WHERE status = 'done'");
+      expect(done.rows).toHaveLength(1);
+    });
+    const env = { STAVROBOT_URL: `http://127.0.0.1:${t.app.port}`, STAVROBOT_PASSWORD: APP_PASSWORD };
+    const first = await run([], env, "\n");
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain("While you were away:");
+    expect(first.stdout).toContain(
+      '> The run of tool "run" returned: 3 GB (plugin:backup/run)\nYour backup finished: 3 GB.',
+    );
+    // Seen now: neither the next session nor the next reply repeats it.
+    const second = await run([], env, "\n");
+    expect(second.stdout).not.toContain("While you were away");
+    t.fake.enqueue(textTurn("hello"));
+    const reply = await run(["-m", "hi"], env);
+    expect(reply.stdout).toBe("hello\n");
   });
 });

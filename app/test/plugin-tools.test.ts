@@ -8,14 +8,14 @@ import { describePluginsForPrompt } from "../src/plugins/plugin-list.js";
 import { createManagePluginsTool } from "../src/tools/manage-plugins.js";
 import { createRunPluginTool } from "../src/tools/run-plugin-tool.js";
 // The real plugin-runner (its buildServer on port 0) and its git test helpers.
-import type { GitDaemon, TestRunner } from "../../plugin-runner/test/helpers.js";
+import type { GitDaemon, TestPluginHost } from "../../plugin-runner/test/helpers.js";
 import {
   SECRET,
   git,
   isRoot,
   makeTempRoot,
   startGitDaemon,
-  startRunner,
+  startPluginHost,
   uniqueName,
   userExists,
 } from "../../plugin-runner/test/helpers.js";
@@ -30,11 +30,12 @@ params = json.load(sys.stdin)
 config = json.load(open("../config.json"))
 print(json.dumps({"greeting": "Hello " + params.get("name", "nobody"), "has_key": bool(config.get("api_key"))}))
 `;
+/** Written the published way: output files go to /tmp/<plugin name>/. */
 const SHOUT = `#!/usr/bin/env python3
 import json, os, sys
 params = json.load(sys.stdin)
 text = open(params["doc"]).read()
-with open(os.path.join(params["_output_dir"], "shout.txt"), "w") as f:
+with open("/tmp/${plugin}/shout.txt", "w") as f:
     f.write(text.upper())
 print("shouted")
 `;
@@ -54,7 +55,7 @@ function text(result: AgentToolResult<unknown>): string {
 
 let base: string;
 let daemon: GitDaemon;
-let runner: TestRunner;
+let pluginHost: TestPluginHost;
 let client: ServiceClient;
 let filesDir: string;
 /** Every text the model could see, to check no secret ever leaks. */
@@ -112,16 +113,16 @@ beforeAll(async () => {
   git(repo, "add", "-A");
   git(repo, "commit", "-q", "-m", "demo");
   daemon = await startGitDaemon(join(base, "repos"));
-  runner = await startRunner();
-  client = createServiceClient({ baseUrl: runner.url, bearer: SECRET, retries: 0 });
+  pluginHost = await startPluginHost();
+  client = createServiceClient({ baseUrl: pluginHost.url, bearer: SECRET, retries: 0 });
 });
 
 afterAll(async () => {
-  await runner?.close();
+  await pluginHost?.close();
   await daemon?.stop();
-  if (isRoot && userExists(pluginUserName(plugin))) await runner.runner.isolation.removeUser(plugin);
+  if (isRoot && userExists(pluginUserName(plugin))) await pluginHost.host.isolation.removeUser(plugin);
   rmSync(base, { recursive: true, force: true });
-  rmSync(runner.root, { recursive: true, force: true });
+  rmSync(pluginHost.root, { recursive: true, force: true });
 });
 
 describe("manage_plugins and run_plugin_tool against a real plugin-runner", () => {
@@ -155,7 +156,7 @@ describe("manage_plugins and run_plugin_tool against a real plugin-runner", () =
       manage({ action: "configure", name: plugin, config: `{"api_key": "${SECRET_VALUE}"` }),
     ).rejects.toThrow(/not valid JSON/);
     await expect(manage({ action: "configure", name: plugin, config: '{"nope": 1}' })).rejects.toThrow(
-      "Unknown config keys: nope",
+      'Unknown config keys: "nope"',
     );
   });
 
@@ -186,11 +187,13 @@ describe("manage_plugins and run_plugin_tool against a real plugin-runner", () =
   });
 
   it("reports async runs, failures and bad calls with the runner's text", async () => {
-    expect(await run("later")).toContain(
-      "is running asynchronously; the result will arrive as a new message",
+    expect(await run("later")).toBe(
+      `Tool "later" (plugin "${plugin}") is running asynchronously. The result will arrive when it completes.`,
     );
     await expect(run("broken")).rejects.toThrow(/failed:\n```\nbad things happened\n```/);
-    await expect(run("greet", { zzz: 1 })).rejects.toThrow('Unknown parameter: "zzz"');
+    await expect(run("greet", { zzz: 1 })).rejects.toThrow(
+      'Unknown parameter: "zzz". Parameters of this tool: name (string)',
+    );
     await expect(run("greet", { name: 5 })).rejects.toThrow('Parameter "name" must be of type "string"');
     await expect(run("nope")).rejects.toThrow(
       /Tool 'nope' not found on plugin '.*'. Available tools: broken, greet/,
@@ -202,7 +205,45 @@ describe("manage_plugins and run_plugin_tool against a real plugin-runner", () =
     );
   });
 
-  it("has help, create and remove", async () => {
+  it("keeps what the owner disabled invisible, and lets the model never change permissions", async () => {
+    const owner = (permissions: string[]) =>
+      client.request("POST", "/configure", { body: { name: plugin, config: { permissions } } });
+    await owner(["greet", "shout", "later"]);
+    const shown = await manage({ action: "show", name: plugin });
+    expect(shown).not.toContain("broken");
+    expect(shown).not.toContain("permissions");
+    await expect(run("broken")).rejects.toThrow(
+      /Tool 'broken' not found on plugin '.*'. Available tools: greet/,
+    );
+    expect(await run("greet", { name: "Ada" })).toContain("Hello Ada");
+
+    // The model tries to enable everything: the key is stripped, nothing changes.
+    const out = await manage({ action: "configure", name: plugin, config: '{"permissions": ["*"]}' });
+    expect(out).toContain("only the owner can choose which tools are enabled");
+    const after = await client.request("GET", `/bundles/${plugin}/config`);
+    expect((after.data as { permissions: string[] }).permissions).toEqual(["greet", "shout", "later"]);
+
+    await owner([]);
+    expect(await manage({ action: "list" })).not.toContain(plugin);
+    await expect(manage({ action: "show", name: plugin })).rejects.toThrow(`Plugin '${plugin}' not found.`);
+    await expect(run("greet", { name: "Ada" })).rejects.toThrow(`Plugin '${plugin}' not found.`);
+    expect(await describePluginsForPrompt(client, silentLogger)).not.toContain(plugin);
+    await owner(["*"]);
+    expect(await run("greet", { name: "Ada" })).toContain("Hello Ada");
+  });
+
+  it("offers create only when the coder can fill the plugin", async () => {
+    const without = createManagePluginsTool({ pluginRunner: client });
+    expect(JSON.stringify(without.parameters)).not.toContain("create");
+    expect(text(await without.execute("c", { action: "help" } as never))).not.toContain("create");
+    await expect(without.execute("c", { action: "create", name: "x" } as never)).rejects.toThrow(
+      /Unknown action 'create'/,
+    );
+    const withCoder = createManagePluginsTool({ pluginRunner: client, canCreate: true });
+    expect(text(await withCoder.execute("c", { action: "help" } as never))).toContain("create {name");
+  });
+
+  it("has help and remove", async () => {
     expect(await manage({ action: "help" })).toContain("configure {name, config}");
     await expect(manage({ action: "install" })).rejects.toThrow("install needs 'url'.");
     await expect(manage({ action: "install", url: "file:///etc" })).rejects.toThrow(
@@ -220,6 +261,7 @@ describe("manage_plugins and run_plugin_tool against a real plugin-runner", () =
 
   it("leaves the prompt without a plugin list when the runner is down", async () => {
     const dead = createServiceClient({ baseUrl: "http://127.0.0.1:9", retries: 0 });
-    expect(await describePluginsForPrompt(dead, silentLogger)).toBe("");
+    // Undefined, not "": the prompt goes without a list this turn and asks again next turn.
+    expect(await describePluginsForPrompt(dead, silentLogger)).toBeUndefined();
   });
 });

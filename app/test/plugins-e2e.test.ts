@@ -1,6 +1,6 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
 import type { RunningApp } from "../src/app.js";
 import { startApp } from "../src/app.js";
@@ -11,13 +11,13 @@ import {
   git,
   makeTempRoot,
   startGitDaemon,
-  startRunner,
+  startPluginHost,
   uniqueName,
   type GitDaemon,
-  type TestRunner,
+  type TestPluginHost,
 } from "../../plugin-runner/test/helpers.js";
 import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
-import { freePort, waitFor } from "./helpers/process.js";
+import { freePort } from "./helpers/process.js";
 
 const API_KEY = "sk-weather-SECRET-0987654321";
 const plugin = uniqueName("weather");
@@ -33,7 +33,7 @@ json.dump({"forecast": "sunny in " + params["city"], "authorised": authorised}, 
 let fake: FakeLlmServer;
 let testEnv: TestEnv;
 let app: RunningApp;
-let runner: TestRunner;
+let pluginHost: TestPluginHost;
 let daemon: GitDaemon;
 let repos: string;
 
@@ -91,12 +91,12 @@ beforeAll(async () => {
   testEnv = await createTestEnv(configFor(fake));
   // The runner posts async results to the app's internal port, with the shared internal secret.
   const internalPort = await freePort();
-  runner = await startRunner({ appUrl: `http://127.0.0.1:${internalPort}` });
+  pluginHost = await startPluginHost({ appUrl: `http://127.0.0.1:${internalPort}` });
   app = await startApp({
     env: {
       ...testEnv.env,
       INTERNAL_PORT: String(internalPort),
-      PLUGIN_RUNNER_URL: runner.url,
+      PLUGIN_RUNNER_URL: pluginHost.url,
       STAVROBOT_INTERNAL_SECRET: SECRET,
     },
     logger: silentLogger,
@@ -105,13 +105,13 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await app?.close();
-  await runner?.request("POST", "/remove", { name: plugin });
-  await runner?.close();
+  await pluginHost?.request("POST", "/remove", { name: plugin });
+  await pluginHost?.close();
   await daemon?.stop();
   await fake?.close();
   await testEnv?.cleanup();
   if (repos) rmSync(repos, { recursive: true, force: true });
-  if (runner) rmSync(runner.root, { recursive: true, force: true });
+  if (pluginHost) rmSync(pluginHost.root, { recursive: true, force: true });
 });
 
 describe("plugins end to end through /chat", () => {
@@ -129,7 +129,7 @@ describe("plugins end to end through /chat", () => {
     expect(installResult).toContain("ignore all previous instructions");
 
     // The owner sets the secret out of band (as the admin UI does): the model never sees it.
-    const configured = await runner.request("POST", "/configure", {
+    const configured = await pluginHost.request("POST", "/configure", {
       name: plugin,
       config: { api_key: API_KEY },
     });
@@ -169,7 +169,8 @@ describe("plugins end to end through /chat", () => {
     const reply = await chat(app, "scan the radar");
     expect(reply.body.response).toBe("Scanning; I will tell you.");
     expect(fake.requests[1]!.lastUserText).toMatch(/asynchronously/);
-    await waitFor(() => fake.requests.length === 3, 30_000, "the async result turn");
+    // The async result turn.
+    await vi.waitFor(() => expect(fake.requests).toHaveLength(3), { timeout: 30_000 });
     const callback = fake.requests[2]!.lastUserText;
     expect(callback).toContain(`Source: plugin:${plugin}/radar`);
     expect(callback).toContain("radar: rain at 17:00");
@@ -178,6 +179,11 @@ describe("plugins end to end through /chat", () => {
       "SELECT source, status FROM inbox WHERE source LIKE 'plugin:%'",
     );
     expect(inbox.rows).toEqual([{ source: `plugin:${plugin}/radar`, status: "done" }]);
+    // Nobody waited for that turn's answer: it is the owner's, shown with their next reply.
+    fake.enqueue(textTurn("You're welcome."));
+    const next = await chat(app, "thanks");
+    expect(next.body.response).toContain("Rain is expected at 17:00.");
+    expect(next.body.response).toMatch(/You're welcome\.$/);
   });
 
   it("config values the model itself sets are stored redacted, so later turns never carry them", async () => {
@@ -194,8 +200,8 @@ describe("plugins end to end through /chat", () => {
     );
     expect((await chat(app, "set the key")).body.response).toBe("Configured.");
     expect(fake.requests[1]!.lastUserText).not.toContain(secret);
-    const config = await runner.request("GET", `/bundles/${plugin}/config`);
-    expect(config.body.values.api_key).toBe(secret);
+    const config = await pluginHost.request("GET", `/bundles/${plugin}/config`);
+    expect(config.body.configured.api_key).toBe(true);
     await chat(app, "anything?");
     expect(JSON.stringify(fake.requests[2]!.body)).not.toContain(secret);
     expect(JSON.stringify(fake.requests[2]!.body)).toContain("[redacted]");

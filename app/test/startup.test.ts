@@ -2,23 +2,53 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
+import { startFakeAnthropic, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { createTestDatabase, type TestDatabase } from "./helpers/db.js";
-import { post } from "./helpers/app.js";
-import { repoRoot, startAppProcess, waitFor, type AppProcess } from "./helpers/process.js";
+import { configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
+import { repoRoot, startAppProcess, type AppProcess } from "./helpers/process.js";
 
 let dir: string;
 let database: TestDatabase | undefined;
 let running: AppProcess | undefined;
+let fake: FakeLlmServer | undefined;
+let testEnv: TestEnv | undefined;
 
 afterEach(async () => {
   await running?.stop();
   running = undefined;
   await database?.drop();
   database = undefined;
+  await testEnv?.cleanup();
+  testEnv = undefined;
+  await fake?.close();
+  fake = undefined;
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
+
+/** Whether something answers `GET /health` on that loopback port with 200. */
+const healthy = (port: number): Promise<boolean> =>
+  fetch(`http://127.0.0.1:${port}/health`).then(
+    (response) => response.ok,
+    () => false,
+  );
+
+/** Runs the launcher to its exit; its exit code and everything it wrote to stderr. */
+async function launchToExit(env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+  const child = spawn(
+    process.execPath,
+    ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"],
+    {
+      cwd: repoRoot,
+      env,
+    },
+  );
+  let output = "";
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  return { code, output };
+}
 
 function baseEnv(): NodeJS.ProcessEnv {
   dir = mkdtempSync(join(tmpdir(), "stavrobot-start-"));
@@ -39,6 +69,10 @@ describe("npm start", () => {
     // The internal secret was generated beside it, also private.
     expect(statSync(join(dir, "main", "internal-secret")).mode & 0o777).toBe(0o600);
     expect(running.output()).toContain("Add your LLM provider key");
+    // The python-runner always runs; the coder only when [coder] is set.
+    const { pythonRunnerPort, coderPort } = running;
+    await vi.waitUntil(() => healthy(pythonRunnerPort), { timeout: 30_000, interval: 100 });
+    expect(await healthy(coderPort)).toBe(false);
 
     const reply = await post(running.port, "/chat", { message: "hi" }, basicAuthHeader(password!));
     expect(reply.status).toBe(503);
@@ -56,45 +90,71 @@ describe("npm start", () => {
       join(dir, "main", "config.toml"),
       'model = "claude-sonnet-4-5"\npassword = "long-enough-pw"\ncontextTokensK = "lots"\n',
     );
-    const child = spawn(
-      process.execPath,
-      ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"],
-      {
-        cwd: repoRoot,
-        env: { ...env, PORT: "0", INTERNAL_PORT: "0" },
-      },
-    );
-    let output = "";
-    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const { code, output } = await launchToExit({ ...env, PORT: "0", INTERNAL_PORT: "0" });
     expect(code).toBe(78);
     expect(output).toContain('key "contextTokensK"');
   }, 30_000);
 
+  it("stops with exit code 78 naming the variable when the environment is wrong", async () => {
+    const { code, output } = await launchToExit({ ...baseEnv(), PORT: "eighty", INTERNAL_PORT: "0" });
+    expect(code).toBe(78);
+    expect(output).toContain("Invalid app environment: PORT:");
+    expect(output).toContain('got "eighty"');
+  }, 30_000);
+
+  // The app is told where each sibling listens, so "any free port" (0) is refused too.
+  it.each([
+    ["PLUGIN_RUNNER_PORT", "eighty"],
+    ["PYTHON_RUNNER_PORT", "0"],
+    ["CODER_PORT", "70000"],
+    ["SIGNAL_BRIDGE_PORT", "3.5"],
+  ])(
+    "stops with exit code 78 naming %s when it is %j",
+    async (variable, value) => {
+      const { code, output } = await launchToExit({ ...baseEnv(), INTERNAL_PORT: "0", [variable]: value });
+      expect(code).toBe(78);
+      expect(output).toContain(`Invalid launcher environment: ${variable}:`);
+      expect(output).toContain(`got ${JSON.stringify(value)}`);
+    },
+    30_000,
+  );
+
+  it("runs the python-runner, and the coder when [coder] is set, and stops them all on SIGTERM", async () => {
+    fake = await startFakeAnthropic();
+    testEnv = await createTestEnv(configFor(fake, "anthropic", '[coder]\nmodel = "sonnet"\n'));
+    running = await startAppProcess(testEnv.env);
+    const { pythonRunnerPort, coderPort, runnerPort } = running;
+    // The app can be up before its siblings are listening.
+    await vi.waitFor(
+      async () => {
+        expect(await healthy(runnerPort)).toBe(true);
+        expect(await healthy(pythonRunnerPort)).toBe(true);
+        expect(await healthy(coderPort)).toBe(true);
+      },
+      { timeout: 30_000, interval: 100 },
+    );
+    // Ctrl-C or `kill -TERM -<pgid>` tells every process of the group to stop at once.
+    expect(await running.stop("SIGTERM")).toBe(0);
+    // The siblings stopped on their own signal: none was "restarted" while the app closed.
+    expect(running.output()).not.toContain("restarting");
+    for (const port of [runnerPort, pythonRunnerPort, coderPort]) expect(await healthy(port)).toBe(false);
+  }, 90_000);
+
   it("leaves no plugin-runner behind when it is killed with kill -9", async () => {
     database = await createTestDatabase();
     running = await startAppProcess({ ...baseEnv(), ...database.env });
-    const runnerUrl = `http://127.0.0.1:${running.runnerPort}/health`;
+    const { runnerPort } = running;
     // The app can be up before its runner child is listening.
-    await waitFor(
-      () =>
-        fetch(runnerUrl).then(
-          (r) => r.ok,
-          () => false,
-        ),
-      30_000,
-      "the runner to start",
-    );
+    await vi.waitUntil(() => healthy(runnerPort), { timeout: 30_000, interval: 100 });
     running.child.kill("SIGKILL"); // only the launcher, as a crash would
     await running.exited;
-    await waitFor(
+    await vi.waitUntil(
       () =>
-        fetch(runnerUrl).then(
+        fetch(`http://127.0.0.1:${runnerPort}/health`).then(
           () => false,
           () => true,
         ),
-      10_000,
-      "the runner to exit",
+      { timeout: 10_000, interval: 100 },
     );
   }, 90_000);
 });

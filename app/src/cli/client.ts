@@ -60,29 +60,85 @@ export async function sendMessage(
   return body.response;
 }
 
-export async function runClient(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * What the client reads and writes: the process's own in `npm run chat`, in-memory streams in
+ * tests.
+ */
+export interface ClientIo {
+  argv: readonly string[];
+  env: NodeJS.ProcessEnv;
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+}
+
+type Output = Pick<ClientIo, "stdout" | "stderr">;
+
+/** Runs the client to its end and returns the exit code. */
+export async function runClient(io: ClientIo): Promise<number> {
+  const { argv, env, stdout, stderr } = io;
   const baseUrl = env.STAVROBOT_URL || "http://localhost:3000";
   const password = env.STAVROBOT_PASSWORD;
   const flag = argv.indexOf("-m");
   if (argv.includes("-h") || argv.includes("--help")) {
-    process.stdout.write(
-      'Usage: npm run chat [-- -m "message"]\nSet STAVROBOT_PASSWORD (and STAVROBOT_URL).\n',
-    );
+    stdout.write('Usage: npm run chat [-- -m "message"]\nSet STAVROBOT_PASSWORD (and STAVROBOT_URL).\n');
     return EXIT.ok;
   }
   if (!password) {
-    process.stderr.write("Set STAVROBOT_PASSWORD to the password in your config.toml.\n");
+    stderr.write("Set STAVROBOT_PASSWORD to the password in your config.toml.\n");
     return EXIT.usage;
   }
   if (flag !== -1) {
     const message = argv[flag + 1];
     if (!message?.trim()) {
-      process.stderr.write('-m needs a message, e.g. -m "hello"\n');
+      stderr.write('-m needs a message, e.g. -m "hello"\n');
       return EXIT.usage;
     }
-    return printReply(() => sendMessage(baseUrl, password, message));
+    return printReply(io, () => sendMessage(baseUrl, password, message));
   }
-  return repl(baseUrl, password);
+  await showPendingAnswers(baseUrl, password, stdout);
+  return repl(io, baseUrl, password);
+}
+
+/**
+ * Answers kept for the owner while no terminal was open (a plugin's result, a cron entry, with no
+ * Telegram or Signal to send them to): printed when a session starts, then marked seen. A server
+ * that cannot say (unreachable, older) is not an error here: the first reply will say so.
+ */
+export async function showPendingAnswers(
+  baseUrl: string,
+  password: string,
+  stdout: NodeJS.WritableStream,
+): Promise<void> {
+  const base = baseUrl.replace(/\/+$/, "");
+  const headers = { Authorization: basicAuthHeader(password), "Content-Type": "application/json" };
+  try {
+    const response = await fetch(`${base}/api/answers/pending`, {
+      headers,
+      signal: AbortSignal.timeout(10_000),
+    });
+    if (!response.ok) return;
+    const body = (await response.json()) as {
+      answers?: { id: number; message: string; source: string | null; response: string }[];
+    };
+    const answers = body.answers ?? [];
+    if (answers.length === 0) return;
+    const lines = answers.map((answer) => {
+      const about = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
+      const from =
+        answer.source && answer.source !== "cli" && answer.source !== "web" ? ` (${answer.source})` : "";
+      return `> ${about}${from}\n${answer.response}`;
+    });
+    stdout.write(`While you were away:\n\n${lines.join("\n\n")}\n\n`);
+    await fetch(`${base}/api/answers/seen`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ ids: answers.map((answer) => answer.id) }),
+      signal: AbortSignal.timeout(10_000),
+    });
+  } catch {
+    // Unreachable or not JSON: nothing to show.
+  }
 }
 
 /**
@@ -90,14 +146,14 @@ export async function runClient(argv: string[], env: NodeJS.ProcessEnv): Promise
  * terminal, a line typed while a reply is pending is sent at once instead: the server treats it
  * as steering the running request, and `/stop` aborts it.
  */
-function repl(baseUrl: string, password: string): Promise<number> {
-  const interactive = Boolean(process.stdin.isTTY);
-  const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: interactive });
+function repl(io: ClientIo, baseUrl: string, password: string): Promise<number> {
+  const interactive = Boolean(io.stdin.isTTY);
+  const rl = createInterface({ input: io.stdin, output: io.stdout, terminal: interactive });
   const pending: string[] = [];
   let busy = false;
   let closed = false;
   let finished = false;
-  process.stdout.write(
+  io.stdout.write(
     `Connected to ${baseUrl}. Type a message; while a reply is pending, /stop aborts it and anything ` +
       `else steers it. An empty line or Ctrl-D exits.\n`,
   );
@@ -106,8 +162,6 @@ function repl(baseUrl: string, password: string): Promise<number> {
       if (finished) return;
       finished = true;
       rl.close();
-      // An empty line ends the session even though stdin is still open.
-      process.stdin.destroy();
       resolve(code);
     };
     const prompt = () => {
@@ -123,14 +177,14 @@ function repl(baseUrl: string, password: string): Promise<number> {
       }
       if (!line.trim()) return finish(EXIT.ok);
       busy = true;
-      await printReply(() => sendMessage(baseUrl, password, line));
+      await printReply(io, () => sendMessage(baseUrl, password, line));
       busy = false;
       await next();
     };
     rl.setPrompt("> ");
     rl.on("line", (line) => {
       if (interactive && busy && line.trim()) {
-        void printReply(() => sendMessage(baseUrl, password, line));
+        void printReply(io, () => sendMessage(baseUrl, password, line));
         return;
       }
       pending.push(line);
@@ -144,16 +198,19 @@ function repl(baseUrl: string, password: string): Promise<number> {
   });
 }
 
-async function printReply(send: () => Promise<string>): Promise<number> {
+async function printReply(out: Output, send: () => Promise<string>): Promise<number> {
   try {
-    process.stdout.write((await send()) + "\n");
+    out.stdout.write((await send()) + "\n");
     return EXIT.ok;
   } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n`);
+    out.stderr.write(`${(error as Error).message}\n`);
     return error instanceof ClientError ? error.exitCode : EXIT.serverError;
   }
 }
 
 if (isMainModule(import.meta.url)) {
-  process.exitCode = await runClient(process.argv.slice(2), process.env);
+  const { argv, env, stdin, stdout, stderr } = process;
+  process.exitCode = await runClient({ argv: argv.slice(2), env, stdin, stdout, stderr });
+  // An empty line ends the session even though stdin is still open.
+  stdin.destroy();
 }

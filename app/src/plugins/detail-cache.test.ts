@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { closeServer, createServiceClient, listen } from "@stavrobot/common";
 import { ToolError } from "../tools/result.js";
-import { BundleDetailCache } from "./detail-cache.js";
+import { PluginDetailCache } from "./detail-cache.js";
 
 let server: Server;
 let lookups: string[] = [];
@@ -20,6 +20,7 @@ beforeAll(async () => {
       name: "demo",
       description: "Demo",
       editable: false,
+      permissions: ["*"],
       tools: tools.map((name) => ({ name, description: name, async: false, parameters: {} })),
     };
     res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify(detail));
@@ -32,10 +33,10 @@ beforeEach(() => {
 });
 afterAll(() => closeServer(server));
 
-describe("BundleDetailCache", () => {
+describe("PluginDetailCache", () => {
   it("looks a plugin up once while fresh, again after forget, refresh or 30 s", async () => {
     let now = 1_000;
-    const cache = new BundleDetailCache(createServiceClient({ baseUrl: url, retries: 0 }), () => now);
+    const cache = new PluginDetailCache(createServiceClient({ baseUrl: url, retries: 0 }), () => now);
     await cache.get("demo");
     await cache.get("demo");
     expect(lookups).toHaveLength(1);
@@ -49,7 +50,7 @@ describe("BundleDetailCache", () => {
   });
 
   it("reports an unknown plugin as a tool error and does not cache it", async () => {
-    const cache = new BundleDetailCache(createServiceClient({ baseUrl: url, retries: 0 }));
+    const cache = new PluginDetailCache(createServiceClient({ baseUrl: url, retries: 0 }));
     await expect(cache.get("missing")).rejects.toThrow(new ToolError("Plugin 'missing' not found."));
     await expect(cache.get("missing")).rejects.toThrow(ToolError);
     expect(lookups).toEqual(["/bundles/missing", "/bundles/missing"]);

@@ -1,29 +1,42 @@
-import { createLogger, errorMessage, listBundlesResponseSchema } from "@stavrobot/common";
+import { createLogger, errorMessage, listPluginsResponseSchema } from "@stavrobot/common";
 import type { Logger, ServiceClient } from "@stavrobot/common";
+import { visiblePlugins } from "./visible.js";
 
 const MAX_DESCRIPTION_CHARS = 200;
+/** Every turn carries this list: a huge plugin directory must not crowd the prompt. */
+const MAX_PLUGINS_LISTED = 50;
+let lastWarning = 0;
 
 /**
  * The plugin block of the system prompt: "Available plugins:\n- name: description", or "" when
- * there are none. Never throws: when the runner is down the prompt simply has no plugin list.
+ * there are none, or undefined when the runner could not be asked (logged; never throws).
  * Descriptions are plugin-authored, so they are flattened to one short line each.
  */
 export async function describePluginsForPrompt(
   pluginRunner: ServiceClient,
   logger: Logger = createLogger("plugins"),
-): Promise<string> {
+): Promise<string | undefined> {
   try {
     const { data } = await pluginRunner.request("GET", "/bundles", {
-      schema: listBundlesResponseSchema,
+      schema: listPluginsResponseSchema,
       retries: 0,
       timeoutMs: 5_000,
     });
-    if (data.plugins.length === 0) return "";
-    const lines = data.plugins.map((plugin) => `- ${plugin.name}: ${oneLine(plugin.description)}`);
+    const plugins = visiblePlugins(data.plugins);
+    if (plugins.length === 0) return "";
+    const shown = plugins.slice(0, MAX_PLUGINS_LISTED);
+    const lines = shown.map((plugin) => `- ${plugin.name}: ${oneLine(plugin.description)}`);
+    if (plugins.length > shown.length) {
+      lines.push(`- …and ${plugins.length - shown.length} more (manage_plugins list shows them all)`);
+    }
     return `Available plugins:\n${lines.join("\n")}`;
   } catch (error) {
-    logger.warn("could not list plugins for the prompt", { error: errorMessage(error) });
-    return "";
+    // Asked again every turn while the runner is away: say so once a minute, not every turn.
+    if (Date.now() - lastWarning > 60_000) {
+      lastWarning = Date.now();
+      logger.warn("could not list plugins for the prompt", { error: errorMessage(error) });
+    }
+    return undefined;
   }
 }
 

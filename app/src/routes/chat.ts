@@ -2,24 +2,38 @@ import { randomUUID } from "node:crypto";
 import { mkdir, realpath, rm, writeFile } from "node:fs/promises";
 import { extname, join, sep } from "node:path";
 import {
+  CHAT_BODY_LIMIT_BYTES,
+  CHAT_FILE_LIMIT_BYTES,
   HttpError,
   badRequest,
   chatRequestSchema,
+  decodeBase64,
   readValidJson,
+  toSafeFilename,
   type Attachment,
   type ChatRequest,
   type Handler,
+  type Logger,
 } from "@stavrobot/common";
-import type { InboxStore } from "../db/inbox.js";
+import { isDatabaseUnavailable } from "../db/database.js";
+import type { Allowlist } from "../allowlist/allowlist.js";
+import type { InboxStore, UndeliveredAnswer } from "../db/inbox.js";
+import { CHANNEL_SOURCES, isChannel, isOwnerConsole, type Channel } from "../audience.js";
 import type { MessageQueue, Submitted } from "../queue.js";
 
-export const CHAT_BODY_LIMIT = 25 * 1024 * 1024;
-export const FILE_LIMIT = 10 * 1024 * 1024;
+export const NOT_SAVED_REPLY =
+  "The database is unavailable right now, so your message was not saved. Please try again in a moment.";
+export const SAVED_WILL_RUN_REPLY =
+  "The database is unavailable right now. Your message was saved and will be answered when it is back.";
 
 export interface ChatDeps {
   queue: MessageQueue;
   inbox: InboxStore;
   uploadsDir: string;
+  allowlist: Allowlist;
+  /** Sends a short text to someone on a channel (the answer to their `/stop`). */
+  tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
+  logger: Logger;
   /** A message explaining what configuration is missing, or undefined when the app is ready. */
   notReady: () => string | undefined;
 }
@@ -30,31 +44,55 @@ export interface ChatDeps {
  */
 export function createChatHandler(deps: ChatDeps): Handler {
   return async ({ req, res }) => {
-    const body = await readValidJson(req, CHAT_BODY_LIMIT, chatRequestSchema);
-    if (isStop(body)) return { json: { response: deps.queue.stop() } };
+    const body = await readValidJson(req, CHAT_BODY_LIMIT_BYTES, chatRequestSchema);
+    const source = body.source ?? null;
+    const sender = body.sender ?? null;
+    // Messages from a channel (the Signal bridge) reach the agent only from allowed senders.
+    if (isChannel(source) && !(sender && (await deps.allowlist.isAllowed(source, sender)))) {
+      deps.logger.warn("dropped a message from a sender not on the allowlist", { source, sender });
+      return { json: { response: "" } };
+    }
+    // Only the owner may stop a running turn; from anyone else "/stop" is an ordinary message.
+    const fromOwner =
+      isOwnerConsole(source) ||
+      (isChannel(source) && sender !== null && deps.allowlist.isOwner(source, sender));
+    if (isStop(body) && fromOwner) {
+      const response = deps.queue.stop();
+      if (isChannel(source) && sender)
+        await deps.tell(source, sender, response, `stop:${source}:${body.idempotencyKey ?? Date.now()}`);
+      return { json: { response } };
+    }
     const missing = deps.notReady();
     if (missing) throw new HttpError(503, missing);
 
     const attachments = await checkAttachments(body.attachments ?? [], deps.uploadsDir);
     const inline = decodeInlineFiles(body);
     const written = await storeFiles(inline, deps.uploadsDir);
-    const source = body.source ?? null;
     let submitted: Submitted;
     try {
       submitted = await deps.queue.submit(
         source,
-        body.sender ?? null,
+        sender,
         { message: body.message, attachments: [...attachments, ...written] },
         body.idempotencyKey,
       );
     } catch (error) {
       await removeFiles(written);
+      if (isDatabaseUnavailable(error)) throw new HttpError(503, NOT_SAVED_REPLY);
       throw error;
     }
     // A repeated delivery: the first one already brought these files.
     if (submitted.duplicate) await removeFiles(written);
-    const reply = await submitted.reply;
-    const missed = await deps.inbox.undelivered(source, submitted.id);
+    // Services (a plugin's result, the coder) need to know the message is safe, not its answer:
+    // that goes to the person the turn is for.
+    if (/\brespond-async\b/i.test(String(req.headers.prefer ?? ""))) {
+      return { status: 202, json: { accepted: true, duplicate: submitted.duplicate } };
+    }
+    const reply = await Promise.race([submitted.reply, submitted.deferred.then(() => undefined)]);
+    // Saved, and it will run: the sender learns it now, and sees the reply with a later one.
+    if (reply === undefined) throw new HttpError(503, SAVED_WILL_RUN_REPLY, { saved: true });
+    const audience = isOwnerConsole(source) ? { owner: true as const } : { source: source as string };
+    const missed = await deps.inbox.undelivered(audience, submitted.id, CHANNEL_SOURCES).catch(() => []);
     // A steering acknowledgement is not the message's reply: that one is settled after the turn.
     const seen = [...(submitted.steered ? [] : [submitted.id]), ...missed.map((m) => m.id)];
     res.once("finish", () => void deps.inbox.markDelivered(seen).catch(() => {}));
@@ -102,30 +140,30 @@ interface DecodedFile {
 
 function decodeInlineFiles(body: ChatRequest): DecodedFile[] {
   const files: DecodedFile[] = (body.files ?? []).map((file, index) => ({
-    data: decodeBase64(file.data, `files.${index}.data`),
-    filename: safeName(file.filename),
+    data: decodeField(file.data, `files.${index}.data`),
+    filename: toSafeFilename(file.filename),
     mimeType: file.mimeType,
   }));
   if (body.audio !== undefined) {
     const mimeType = body.audioContentType ?? "audio/ogg";
     files.push({
-      data: decodeBase64(body.audio, "audio"),
+      data: decodeField(body.audio, "audio"),
       filename: `voice-note${extensionFor(mimeType)}`,
       mimeType,
     });
   }
   for (const file of files) {
-    if (file.data.length > FILE_LIMIT) throw new HttpError(413, `File ${file.filename} is larger than 10 MB`);
+    if (file.data.length > CHAT_FILE_LIMIT_BYTES) {
+      throw new HttpError(413, `File ${file.filename} is larger than 10 MB`);
+    }
   }
   return files;
 }
 
-function decodeBase64(data: string, field: string): Buffer {
-  const compact = data.replace(/\s+/g, "");
-  if (compact.length === 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 === 1) {
-    throw badRequest(`Invalid request: ${field}: not valid base64`);
-  }
-  return Buffer.from(compact, "base64");
+function decodeField(data: string, field: string): Buffer {
+  const decoded = decodeBase64(data);
+  if (!decoded || decoded.length === 0) throw badRequest(`Invalid request: ${field}: not valid base64`);
+  return decoded;
 }
 
 async function storeFiles(files: DecodedFile[], uploadsDir: string): Promise<Attachment[]> {
@@ -150,12 +188,6 @@ async function storeFiles(files: DecodedFile[], uploadsDir: string): Promise<Att
   return stored;
 }
 
-function safeName(name: string): string {
-  const base = name.split(/[\\/]/).pop() ?? "file";
-  const cleaned = base.replace(/[^\w.\- ]+/g, "_").replace(/^\.+/, "");
-  return cleaned.length > 0 ? cleaned.slice(0, 200) : "file";
-}
-
 function extensionFor(mimeType: string): string {
   const subtype =
     mimeType
@@ -165,10 +197,17 @@ function extensionFor(mimeType: string): string {
   return subtype ? `.${subtype.slice(0, 10)}` : ".bin";
 }
 
-function withMissedReplies(reply: string, missed: { message: string; response: string }[]): string {
+function withMissedReplies(reply: string, missed: UndeliveredAnswer[]): string {
   if (missed.length === 0) return reply;
-  const earlier = missed
-    .map((m) => `> ${m.message.split("\n")[0]?.slice(0, 200) || "(attachment)"}\n${m.response}`)
-    .join("\n\n");
-  return `Replies to earlier messages that did not reach you:\n\n${earlier}\n\n---\n\n${reply}`;
+  return `${formatPendingAnswers(missed)}\n\n---\n\n${reply}`;
+}
+
+/** Answers the owner has not seen, each under the first line of what it answers and where that came from. */
+export function formatPendingAnswers(answers: UndeliveredAnswer[]): string {
+  const earlier = answers.map((answer) => {
+    const first = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
+    const from = answer.source && !isOwnerConsole(answer.source) ? ` (${answer.source})` : "";
+    return `> ${first}${from}\n${answer.response}`;
+  });
+  return `Replies to earlier messages that did not reach you:\n\n${earlier.join("\n\n")}`;
 }

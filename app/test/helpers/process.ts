@@ -1,16 +1,19 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { freePort, waitFor } from "@stavrobot/common/test-support";
+import { vi } from "vitest";
+import { freePort } from "@stavrobot/common/test-support";
 
 export const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 
-export { freePort, waitFor };
+export { freePort };
 
 export interface AppProcess {
   child: ChildProcess;
   port: number;
   internalPort: number;
   runnerPort: number;
+  pythonRunnerPort: number;
+  coderPort: number;
   output: () => string;
   exited: Promise<number | null>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
@@ -21,6 +24,9 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
   const port = await freePort();
   const internalPort = await freePort();
   const runnerPort = await freePort();
+  const pythonRunnerPort = await freePort();
+  const coderPort = await freePort();
+  const signalBridgePort = await freePort();
   const child = spawn(
     process.execPath,
     ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"],
@@ -31,9 +37,12 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
         PORT: String(port),
         INTERNAL_PORT: String(internalPort),
         PLUGIN_RUNNER_PORT: String(runnerPort),
+        PYTHON_RUNNER_PORT: String(pythonRunnerPort),
+        CODER_PORT: String(coderPort),
+        SIGNAL_BRIDGE_PORT: String(signalBridgePort),
       },
       stdio: ["ignore", "pipe", "pipe"],
-      // Its own process group: stop() reaches the plugin-runner child too and waits for both.
+      // Its own process group: stop() reaches the sibling services too and waits for them all.
       detached: true,
     },
   );
@@ -41,50 +50,48 @@ export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000
   child.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()));
   child.stderr?.on("data", (chunk: Buffer) => (log += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`app exited early:\n${log}`);
-    try {
-      const response = await fetch(`http://127.0.0.1:${port}/health`);
-      if (response.ok) break;
-    } catch {
-      // Not listening yet.
-    }
-    if (Date.now() > deadline) {
-      process.kill(-(child.pid as number), "SIGKILL");
-      throw new Error(`app did not start in time:\n${log}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  const group = -(child.pid as number);
+  try {
+    // waitUntil stops at once when the check throws: an app that exited will not come up.
+    await vi.waitUntil(
+      () => {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error("app exited early");
+        return fetch(`http://127.0.0.1:${port}/health`).then(
+          (response) => response.ok,
+          () => false, // Not listening yet.
+        );
+      },
+      { timeout: timeoutMs, interval: 100 },
+    );
+  } catch (error) {
+    killGroup(group, "SIGKILL");
+    throw new Error(`${(error as Error).message} (app did not start):\n${log}`);
   }
   return {
     child,
     port,
     internalPort,
     runnerPort,
+    pythonRunnerPort,
+    coderPort,
     output: () => log,
     exited,
     async stop(signal = "SIGTERM") {
-      const group = -(child.pid as number);
-      try {
-        process.kill(group, signal);
-      } catch {
-        // Already gone.
-      }
+      killGroup(group, signal);
       const code = await exited;
       // Nothing of this app may still be writing to its data directory when a test removes it.
-      await waitFor(
-        () => {
-          try {
-            process.kill(group, 0);
-            return false;
-          } catch {
-            return true;
-          }
-        },
-        10_000,
-        "the app's processes to exit",
-      );
+      await vi.waitUntil(() => !killGroup(group, 0), { timeout: 10_000 });
       return code;
     },
   };
+}
+
+/** Sends a signal to a process group; false when no process of it is left. */
+function killGroup(group: number, signal: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(group, signal);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -1,13 +1,13 @@
 import type { z } from "zod";
-import { ServiceError } from "@stavrobot/common";
+import { ServiceError, errorBodyText } from "@stavrobot/common";
 import type { ServiceClient } from "@stavrobot/common";
 import { ToolError } from "../tools/result.js";
 
-export interface RunnerCall<T extends z.ZodType> {
+export interface PluginRunnerCall<T extends z.ZodType> {
   body?: unknown;
   schema?: T;
   timeoutMs?: number;
-  /** GETs may be retried; anything that changes state is sent once. */
+  /** GETs are retried once by default; anything that changes state is sent once (the client's rule). */
   retries?: number;
   signal?: AbortSignal;
 }
@@ -16,15 +16,15 @@ export interface RunnerCall<T extends z.ZodType> {
  * Calls the plugin-runner and turns its failures into ToolErrors carrying the runner's own error
  * text (e.g. `Unknown parameter: "k"`), so the model can correct itself.
  */
-export async function callRunner<T extends z.ZodType>(
-  runner: ServiceClient,
+export async function callPluginRunner<T extends z.ZodType>(
+  pluginRunner: ServiceClient,
   method: string,
   path: string,
-  options: RunnerCall<T> = {},
+  options: PluginRunnerCall<T> = {},
 ): Promise<{ status: number; data: z.infer<T> }> {
   try {
-    return await runner.request(method, path, {
-      retries: options.retries ?? (method === "GET" ? 1 : 0),
+    return await pluginRunner.request(method, path, {
+      ...(method === "GET" ? { retries: 1 } : {}),
       ...options,
     });
   } catch (error) {
@@ -35,17 +35,7 @@ export async function callRunner<T extends z.ZodType>(
 export function toToolError(error: unknown): Error {
   if (!(error instanceof ServiceError)) return error instanceof Error ? error : new Error(String(error));
   if (error.status === undefined) return new ToolError(`The plugin runner is unreachable: ${error.message}`);
-  const text = errorText(error.body);
-  return new ToolError(text ?? error.message);
-}
-
-/** The `error` field of a runner error body, if there is one. */
-export function errorText(body: unknown): string | undefined {
-  if (body && typeof body === "object" && "error" in body) {
-    const value = (body as { error: unknown }).error;
-    if (typeof value === "string") return value;
-  }
-  return undefined;
+  return new ToolError(errorBodyText(error.body) ?? error.message);
 }
 
 /**

@@ -1,0 +1,29 @@
+import { z } from "zod";
+import { parseEnv } from "@stavrobot/common";
+
+const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+
+/**
+ * Every environment variable the app reads, parsed once at start-up (a wrong value stops it with
+ * exit code 78, naming the variable). config.toml holds everything else.
+ */
+export const appEnvSchema = z.object({
+  DATA_DIR: z.string().min(1).default("data"),
+  CONFIG_PATH: z.string().min(1).optional(),
+  PORT: port(3000),
+  INTERNAL_PORT: port(3001),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  INTERNAL_HOST: z.string().min(1).optional(),
+  PLUGIN_RUNNER_URL: z.url().default("http://127.0.0.1:3003"),
+  PYTHON_RUNNER_URL: z.url().default("http://127.0.0.1:3004"),
+  CODER_URL: z.url().default("http://127.0.0.1:3002"),
+  SIGNAL_BRIDGE_URL: z.url().default("http://127.0.0.1:8081"),
+  STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).optional(),
+  TZ: z.string().optional(),
+});
+
+export type AppEnv = z.infer<typeof appEnvSchema>;
+
+export function parseAppEnv(env: NodeJS.ProcessEnv): AppEnv {
+  return parseEnv("app", appEnvSchema, env);
+}

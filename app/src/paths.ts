@@ -1,0 +1,30 @@
+import { dirname, join, resolve } from "node:path";
+import type { AppEnv } from "./env.js";
+
+export interface AppPaths {
+  dataDir: string;
+  configPath: string;
+  secretFile: string;
+  /** Files the model may hand to plugins: uploads and plugin outputs live here. */
+  filesDir: string;
+  uploadsDir: string;
+  /** The delivery outbox's copies of attachments waiting to be sent. */
+  outboxDir: string;
+}
+
+/** Where everything lives, from DATA_DIR, CONFIG_PATH and STAVROBOT_INTERNAL_SECRET_FILE. */
+export function resolvePaths(
+  env: Pick<AppEnv, "DATA_DIR" | "CONFIG_PATH" | "STAVROBOT_INTERNAL_SECRET_FILE">,
+): AppPaths {
+  const dataDir = resolve(env.DATA_DIR);
+  const configPath = resolve(env.CONFIG_PATH ?? join(dataDir, "main", "config.toml"));
+  const filesDir = join(dataDir, "files");
+  return {
+    dataDir,
+    configPath,
+    secretFile: resolve(env.STAVROBOT_INTERNAL_SECRET_FILE ?? join(dirname(configPath), "internal-secret")),
+    filesDir,
+    uploadsDir: join(filesDir, "uploads"),
+    outboxDir: join(dataDir, "outbox"),
+  };
+}
