@@ -44,6 +44,8 @@ export interface PluginHostOptions {
   isolation?: boolean;
   /** Force the plain sandbox (no namespaces). */
   plainSandbox?: boolean;
+  /** Where the sandbox looks for bwrap, setpriv and prlimit; default this process's PATH. */
+  sandboxPath?: string;
   /** Cache parsed manifests (default); false only to measure what the cache saves. */
   cacheManifests?: boolean;
   outboxBaseDelayMs?: number;
@@ -82,6 +84,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
   const sandbox = Sandbox.create({
     logger: logger.child("sandbox"),
     disableNamespaces: options.plainSandbox,
+    ...(options.sandboxPath !== undefined ? { path: options.sandboxPath } : {}),
   });
   const runsDir = options.runsDir ?? join(options.stateDir, "runs");
   const plugins = new PluginStore(
@@ -177,6 +180,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
       // Plain mode uses the real paths: plugin users must be able to walk down to them.
       if (enabled && sandbox.mode === "plain") {
         for (const dir of [pluginsDir, cacheDir]) await warnIfUnreachable(dir, logger);
+        await warnAboutHiddenRuntimes(toolEnv.path, logger);
       }
       if (!enabled) {
         logger.warn(
@@ -216,6 +220,25 @@ async function warnIfUnreachable(dir: string, logger: Logger): Promise<void> {
       `data directory somewhere others can traverse (DATA_DIR, or PLUGINS_DIR / PLUGIN_CACHE_DIR), ` +
       `or run: chmod o+x ${closed}`,
   );
+}
+
+/**
+ * A runtime on the tools' PATH under a private home (`uv` in /root/.local/bin) is invisible to
+ * plugin users in plain mode: every `#!/usr/bin/env -S uv run` tool would fail with "Permission
+ * denied". Said once at start-up, naming the directory and the fix.
+ */
+async function warnAboutHiddenRuntimes(path: string, logger: Logger): Promise<void> {
+  for (const dir of new Set(path.split(":").filter((entry) => entry.startsWith("/")))) {
+    // The directory itself must be searchable too: look from a name inside it.
+    const closed = await firstClosedAncestor(join(dir, "-"));
+    if (!closed) continue;
+    logger.warn(
+      `plugin tools cannot use the programs in ${dir} (on their PATH): ${closed} is not searchable by ` +
+        `other users, so a tool started through one of them (e.g. \`#!/usr/bin/env -S uv run\`) fails ` +
+        `with "Permission denied". Install bubblewrap, install the runtime system-wide, or run: ` +
+        `chmod o+x ${closed}`,
+    );
+  }
 }
 
 async function removeEntries(dir: string, match: (name: string) => boolean): Promise<void> {

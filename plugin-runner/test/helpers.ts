@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { Server } from "node:http";
 import { connect } from "node:net";
@@ -44,7 +44,10 @@ export interface TestPluginHost {
 
 export interface TestPluginHostOptions {
   root?: string;
-  /** Run without namespaces, as where bubblewrap cannot work. */
+  /**
+   * Run without namespaces as on a machine without bubblewrap: the sandbox looks for its helpers
+   * in a directory that has setpriv and prlimit but no bwrap, and falls back by itself.
+   */
   plainSandbox?: boolean;
   /** Per-plugin users; default: when the tests run as root. */
   isolation?: boolean;
@@ -66,7 +69,7 @@ export async function startPluginHost(options: TestPluginHostOptions = {}): Prom
   };
   const host = createPluginHost({
     ...dirs,
-    plainSandbox: options.plainSandbox,
+    ...(options.plainSandbox ? { sandboxPath: helpersWithoutBwrap(root) } : {}),
     ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
     ...(options.toolPath ? { toolEnv: { path: options.toolPath } } : {}),
     home: process.env.HOME,
@@ -93,6 +96,17 @@ export async function startPluginHost(options: TestPluginHostOptions = {}): Prom
       await host.stop();
     },
   };
+}
+
+/** A directory holding links to this machine's setpriv and prlimit, and no bwrap. */
+export function helpersWithoutBwrap(root: string): string {
+  const dir = join(root, "sandbox-helpers");
+  mkdirSync(dir, { recursive: true });
+  for (const tool of ["setpriv", "prlimit"]) {
+    const found = execFileSync("/bin/sh", ["-c", `command -v ${tool} || true`], { encoding: "utf8" }).trim();
+    if (found && !existsSync(join(dir, tool))) symlinkSync(found, join(dir, tool));
+  }
+  return dir;
 }
 
 export interface ToolSpec {

@@ -2,7 +2,7 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createLogger } from "@stavrobot/common";
-import { makeTempRoot, startPluginHost, uniqueName, writePlugin } from "./helpers.js";
+import { isRoot, makeTempRoot, startPluginHost, uniqueName, writePlugin } from "./helpers.js";
 
 describe("without isolation (local development)", () => {
   const root = makeTempRoot("plugin-runner-local");
@@ -21,6 +21,35 @@ describe("without isolation (local development)", () => {
     await t.close();
     expect(answer).toEqual({ kind: "done", outcome: { success: true, output: process.getuid?.() } });
     const warnings = lines.filter((line) => line.includes("Per-plugin users are OFF"));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(" WARN ");
+  });
+
+  it("without bubblewrap, falls back to the plain sandbox, says why once and in /health, and still runs tools", async () => {
+    const lines: string[] = [];
+    const t = await startPluginHost({
+      root: join(root, "no-bwrap"),
+      logger: createLogger("test", "info", (line) => lines.push(line)),
+      plainSandbox: true,
+    });
+    const name = uniqueName("no-bwrap");
+    writePlugin(t.pluginsDir, name, [
+      { name: "write", script: `#!/bin/sh\ncat >/dev/null\necho made > /tmp/${name}/out.txt\necho ok\n` },
+    ]);
+    const health = (await (await fetch(`${t.url}/health`)).json()) as { sandbox: unknown };
+    const answer = await t.host.deps.tools.run(name, "write", {});
+    await t.close();
+    expect(health.sandbox).toEqual({ mode: "plain", users: isRoot, reason: "bwrap was not found" });
+    // The tool's /tmp/<plugin> output comes back as in the namespaces mode.
+    expect(answer).toEqual({
+      kind: "done",
+      outcome: {
+        success: true,
+        output: "ok\n",
+        files: [{ filename: "out.txt", data: Buffer.from("made\n").toString("base64") }],
+      },
+    });
+    const warnings = lines.filter((line) => line.includes("Sandbox: plain mode (bwrap was not found)"));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(" WARN ");
   });

@@ -29,5 +29,26 @@ describe.runIf(isRoot)(
       expect(errors[0]).toContain(`${hidden} is not searchable by other users`);
       expect(errors[0]).toContain(`chmod o+x ${hidden}`);
     });
+
+    it("says at start-up which runtime directories on the tools' PATH plugin users cannot use", async () => {
+      const home = join(root, "root-home");
+      const bin = join(home, ".local", "bin");
+      mkdirSync(bin, { recursive: true });
+      chmodSync(home, 0o700);
+      const lines: string[] = [];
+      const t = await startPluginHost({
+        root: join(root, "open-data"),
+        logger: createLogger("test", "info", (line) => lines.push(line)),
+        isolation: true,
+        plainSandbox: true,
+        toolPath: `${bin}:/usr/bin:/bin`,
+      });
+      await t.close();
+      const warnings = lines.filter((line) => line.includes("plugin tools cannot use the programs in"));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(` WARN `);
+      expect(warnings[0]).toContain(`${bin} (on their PATH): ${home} is not searchable`);
+      expect(warnings[0]).toContain(`chmod o+x ${home}`);
+    });
   },
 );

@@ -31,6 +31,8 @@ export interface AdminFixture {
   repoUrl: string;
   /** Lets the plugin's init script finish. */
   releaseInit(): void;
+  /** Stops the plugin-runner (the app stays up, as when the runner crashed). */
+  closeRunner(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -56,6 +58,7 @@ export async function startAdminFixture(extraConfig = ""): Promise<AdminFixture>
     },
     logger: silentLogger,
   });
+  let runnerClosed = false;
   return {
     fake,
     env,
@@ -65,10 +68,17 @@ export async function startAdminFixture(extraConfig = ""): Promise<AdminFixture>
     plugin,
     repoUrl: daemon.url("weather"),
     releaseInit: () => writeFileSync(join(runner.pluginsDir, plugin, "go"), ""),
+    async closeRunner() {
+      runnerClosed = true;
+      await runner.close();
+    },
     async close() {
       await app.close();
-      await runner.request("POST", "/remove", { name: plugin });
-      await runner.close();
+      // A test may have closed the runner already (to see the app without it).
+      if (!runnerClosed) {
+        await runner.request("POST", "/remove", { name: plugin });
+        await runner.close();
+      }
       await daemon.stop();
       await fake.close();
       await env.cleanup();
