@@ -8,7 +8,7 @@
  * 2. Start-up and memory: a start on an existing database until an authenticated request is
  *    answered, the first `/chat` after it, idle memory of the app and of all its processes.
  * 3. Bytes sent to the model over a fixed 20-message conversation with every tool registered,
- *    and how much of each request is the same as the previous one (the cacheable prefix).
+ *    and how much of each request the previous one makes cacheable (tools, system, leading messages).
  * 4. History at scale: a database holding a year of use (BENCH_SCALE messages, default 1,000,000,
  *    with compactions): start, first turn, request size, db_search time, against a fresh one.
  * 5. The plugin-runner's own figures and what run_plugin_tool adds to a spawn.
@@ -157,11 +157,31 @@ async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
 // 3: bytes to the model
 // ---------------------------------------------------------------------------------------------
 
-function commonPrefix(a: string, b: string): number {
-  const limit = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < limit && a.charCodeAt(i) === b.charCodeAt(i)) i++;
-  return i;
+interface RequestBody {
+  system?: unknown;
+  tools?: unknown[];
+  messages?: unknown[];
+}
+
+/**
+ * Bytes of `current` a provider's prompt cache can serve after `previous`: the cache key is the
+ * request's prefix in the provider's order (tools, then system, then messages), not the JSON's
+ * byte order, so this compares those parts, each whole, and the leading messages one by one.
+ */
+function cacheablePrefix(previous: RequestBody, current: RequestBody): number {
+  const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value ?? null));
+  let shared = 0;
+  if (JSON.stringify(previous.tools) !== JSON.stringify(current.tools)) return shared;
+  shared += bytes(current.tools);
+  if (JSON.stringify(previous.system) !== JSON.stringify(current.system)) return shared;
+  shared += bytes(current.system);
+  const before = previous.messages ?? [];
+  const now = current.messages ?? [];
+  for (let i = 0; i < Math.min(before.length, now.length); i++) {
+    if (JSON.stringify(before[i]) !== JSON.stringify(now[i])) break;
+    shared += bytes(now[i]);
+  }
+  return shared;
 }
 
 async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
@@ -198,10 +218,11 @@ async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
       Number(request.headers["content-length"] ?? Buffer.byteLength(bodies[i] ?? "")),
     );
     const total = sizes.reduce((a, b) => a + b, 0);
+    const parsed = fake.requests.map((request) => request.body as RequestBody);
     let shared = 0;
-    for (let i = 1; i < bodies.length; i++)
-      shared += commonPrefix(bodies[i - 1] as string, bodies[i] as string);
-    const later = bodies.slice(1).reduce((sum, body) => sum + body.length, 0);
+    for (let i = 1; i < parsed.length; i++)
+      shared += cacheablePrefix(parsed[i - 1] as RequestBody, parsed[i] as RequestBody);
+    const later = bodies.slice(1).reduce((sum, body) => sum + Buffer.byteLength(body), 0);
     const first = fake.requests[0]?.body as { system?: unknown; tools?: unknown[] } | undefined;
     const usage = await app.db.query<{ input: number; cache_read: number; cache_write: number }>(
       `SELECT (content->'usage'->>'input')::int AS input, (content->'usage'->>'cacheRead')::int AS cache_read,
@@ -220,7 +241,7 @@ async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
       `| total bytes | ${total.toLocaleString("en")} |`,
       `| bytes per request (mean) | ${Math.round(total / sizes.length).toLocaleString("en")} |`,
       `| system prompt / tool definitions per request | ${Buffer.byteLength(JSON.stringify(first?.system ?? ""))} B / ${Buffer.byteLength(JSON.stringify(first?.tools ?? []))} B (${first?.tools?.length ?? 0} tools) |`,
-      `| share of each request identical to the previous one (byte prefix) | ${((100 * shared) / later).toFixed(1)} % |`,
+      `| share of each request the previous one makes cacheable (tools, system, leading messages) | ${((100 * shared) / later).toFixed(1)} % |`,
       `| input tokens served from the prompt cache (fake's emulation) | ${((100 * read) / tokens).toFixed(1)} % |`,
     ];
   } finally {

@@ -33,6 +33,7 @@ import { LoginFlows } from "./auth/login-flow.js";
 import { createReauthHandler } from "./auth/reauth.js";
 import { ConversationStore } from "./agent/conversation.js";
 import { SystemPromptCache } from "./agent/prompt-cache.js";
+import { StartupPhases } from "./startup-phases.js";
 import { loadProviderModule } from "./agent/warm-up.js";
 import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
@@ -84,6 +85,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   const env = options.env;
   const settings = parseAppEnv(env);
   const logger = options.logger ?? createLogger("app");
+  const phases = new StartupPhases(logger);
   const { dataDir, configPath, secretFile, filesDir, uploadsDir, outboxDir } = resolvePaths(settings);
   const pgliteDir = join(dataDir, "pglite");
   // Before anything is written: the config, the embedded database and stored files are the
@@ -110,6 +112,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       ? undefined
       : `The assistant has no LLM provider key yet. Add apiKey = "..." (or authFile) to ${configPath} and restart.`;
   if (notConfigured) logger.warn(notConfigured);
+  phases.end("config");
 
   const embedded = !usesServer(env);
   const configDir = dirname(configPath);
@@ -126,6 +129,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     files: [configPath, secretFile],
   });
   const db = await openDatabase({ env, dataDir: pgliteDir, logger });
+  phases.end(`database (${db.kind})`);
   // PGlite creates a few files at run time with modes of its own (inside the 700 directory, so
   // unreachable by others); they are made owner-only again once it has closed.
   const cleanup: (() => Promise<void>)[] = [
@@ -137,6 +141,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   try {
     const applied = await migrate(db);
     if (applied > 0) logger.info("database migrated", { applied });
+    phases.end("migrations");
     const timezone = settings.TZ || Intl.DateTimeFormat().resolvedOptions().timeZone;
     const port = settings.PORT;
     const internalPort = settings.INTERNAL_PORT;
@@ -445,13 +450,16 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     // ahead of anything new.
     // The first turn finds the conversation, the provider's library and the connections ready; the
     // system prompt is composed in the background (the plugin-runner may still be starting).
+    phases.end("services and state");
     void systemPrompt.get().catch(() => undefined);
     await Promise.all([conversation.current(), providerLoaded, db.relaxed.query("SELECT 1")]);
+    phases.end("warm-up");
     const handed = await answers.recover();
     if (handed > 0) logger.info("handed over earlier answers", { count: handed });
     const resumed = await queue.recover();
     if (resumed > 0) logger.info("resuming unfinished messages", { count: resumed });
     await scheduler.start();
+    phases.end("recovery and scheduler");
     // Receiving a request is bounded (a trickled body cannot hold a socket); answering a turn is not.
     const external = createHttpServer(listeners.external);
     const internal = createHttpServer(listeners.internal);
@@ -469,7 +477,9 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       });
       cleanup.unshift(async () => stop());
     }
+    phases.end("listening");
     logger.info("listening", {
+      startupMs: phases.total(),
       port: boundPort,
       internalPort: boundInternal,
       database: db.kind,

@@ -145,7 +145,26 @@ export function openPostgres(connectionString?: string): Database {
   // An idle client dropped by the server must not crash the process.
   pool.on("error", () => {});
   relaxedPool.on("error", () => {});
-  const connect = () => pool.connect().catch(classify);
+  /**
+   * A client of the pool for several queries. While it is checked out the pool no longer listens
+   * for its errors, and a connection that drops between two queries would emit an unhandled
+   * 'error' and end the process; the next query fails on its own, and `done` discards the client.
+   */
+  const connect = async () => {
+    const client = await pool.connect().catch(classify);
+    let dropped = false;
+    const onError = () => {
+      dropped = true;
+    };
+    client.on("error", onError);
+    return {
+      client,
+      done(broken: boolean) {
+        client.off("error", onError);
+        client.release(broken || dropped);
+      },
+    };
+  };
   const db: Database = {
     kind: "postgres",
     relaxed: {
@@ -160,7 +179,8 @@ export function openPostgres(connectionString?: string): Database {
     },
     waitUntilAvailable: (signal) => pollUntilAvailable(db, signal),
     async transaction(fn) {
-      const client = await connect();
+      const { client, done } = await connect();
+      let broken = false;
       try {
         await client.query("BEGIN");
         const tx: Transaction = {
@@ -176,14 +196,16 @@ export function openPostgres(connectionString?: string): Database {
         await client.query("COMMIT");
         return value;
       } catch (error) {
-        await client.query("ROLLBACK").catch(() => {});
+        await client.query("ROLLBACK").catch(() => {
+          broken = true;
+        });
         return classify(error);
       } finally {
-        client.release();
+        done(broken);
       }
     },
     async executeScript(sql) {
-      const client = await connect();
+      const { client, done } = await connect();
       let broken = false;
       try {
         const raw = (await client.query(sql)) as unknown as pg.QueryResult | pg.QueryResult[];
@@ -198,7 +220,7 @@ export function openPostgres(connectionString?: string): Database {
         return classify(error);
       } finally {
         // A script may leave a transaction open or change session settings: never reuse it.
-        client.release(broken || /\b(begin|set|start)\b/i.test(sql));
+        done(broken || /\b(begin|set|start)\b/i.test(sql));
       }
     },
     close: async () => {

@@ -23,8 +23,7 @@ export function createExecuteSqlTool(deps: {
     label: "Execute SQL",
     description:
       "Run SQL against the assistant's PostgreSQL database (full read/write rights). Use it to store and " +
-      "query any structured data: create tables as needed. SELECT results come back in TOON " +
-      "(header with column names, then one line per row). Large results are truncated: use LIMIT and " +
+      "query any structured data: create tables as needed. Large results are truncated: use LIMIT and " +
       "select only the columns you need.",
     parameters,
     async execute(_id, params) {

@@ -10,7 +10,7 @@ import { ToolError, textResult, unknownAction } from "./result.js";
 const actions = ["create", "update", "delete", "list", "help"] as const;
 
 const parameters = Type.Object({
-  action: StringEnum(actions, { description: "create, update, delete, list or help." }),
+  action: StringEnum(actions),
   id: Type.Optional(Type.Integer({ description: "Entry id (update, delete)." })),
   schedule: Type.Optional(
     Type.String({ description: 'Cron expression for a recurring entry, e.g. "0 9 * * 1-5".' }),

@@ -20,7 +20,7 @@ const actions = [
 ] as const;
 
 const parameters = Type.Object({
-  action: StringEnum(actions, { description: `${actions.join(", ")}.` }),
+  action: StringEnum(actions),
   filename: Type.Optional(
     Type.String({ description: "A name in the workspace, or a path under the file areas." }),
   ),

@@ -7,8 +7,8 @@ import { ToolError, textResult } from "./result.js";
 const actions = ["upsert", "delete", "read", "help"] as const;
 
 const parameters = Type.Object({
-  action: StringEnum(actions, { description: "upsert, delete, read (scratchpad only) or help." }),
-  store: Type.Optional(StringEnum(["memory", "scratchpad"] as const, { description: "Which store." })),
+  action: StringEnum(actions, { description: "read: scratchpad only." }),
+  store: Type.Optional(StringEnum(["memory", "scratchpad"] as const)),
   id: Type.Optional(Type.Integer({ description: "Entry id; omit to create a new entry." })),
   content: Type.Optional(Type.String({ description: "Memory text (memory upsert)." })),
   title: Type.Optional(Type.String({ description: "Scratchpad title (scratchpad upsert)." })),

@@ -9,7 +9,7 @@ import { DomainError } from "@stavrobot/common";
 const actions = ["upsert", "delete", "read", "list_versions", "restore_version", "help"] as const;
 
 const parameters = Type.Object({
-  action: StringEnum(actions, { description: `${actions.join(", ")}.` }),
+  action: StringEnum(actions),
   path: Type.Optional(Type.String({ description: "Page path, served at /pages/<path>." })),
   mimetype: Type.Optional(Type.String({ description: "e.g. text/html." })),
   content: Type.Optional(Type.String({ description: "The page's content." })),

@@ -44,7 +44,7 @@ const createField = {
 
 function buildParameters(actions: readonly Action[]) {
   const base = {
-    action: StringEnum(actions, { description: `${actions.join(", ")}.` }),
+    action: StringEnum(actions),
     name: Type.Optional(Type.String({ description: "Plugin name." })),
     url: Type.Optional(Type.String({ description: "Git repository URL (install)." })),
     config: Type.Optional(

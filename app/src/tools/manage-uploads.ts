@@ -8,7 +8,7 @@ import { RESULT_LIMIT_BYTES, ToolError, capText, textResult, unknownAction } fro
 const actions = ["read", "delete", "help"] as const;
 
 const parameters = Type.Object({
-  action: StringEnum(actions, { description: "read, delete or help." }),
+  action: StringEnum(actions),
   path: Type.Optional(Type.String({ description: "The stored path of an upload." })),
 });
 

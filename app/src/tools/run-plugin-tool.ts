@@ -23,8 +23,7 @@ const parameters = Type.Object({
   tool: Type.String({ description: "Tool name within the plugin (see manage_plugins show)." }),
   parameters: Type.Optional(
     Type.String({
-      description:
-        'The tool\'s parameters as a JSON object string, e.g. {"city": "Oslo"}. A "file" parameter takes the path of a file in the files directory.',
+      description: 'The tool\'s parameters as a JSON object string, e.g. {"city": "Oslo"}.',
     }),
   ),
 });

@@ -73,9 +73,7 @@ export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof para
   return {
     name: `send_${deps.channel}_message`,
     label: `Send ${info.title} message`,
-    description:
-      `Send a ${info.title} message (Markdown text and/or a file) to the owner or to someone on the ${info.title} allowlist. ` +
-      `When a message came from ${info.title}, this is how you answer it: your text reply is not delivered there.`,
+    description: `Send a ${info.title} message (Markdown text and/or a file) to the owner or to someone on the ${info.title} allowlist.`,
     parameters,
     async execute(toolCallId, params) {
       const message = params.message?.trim() ? params.message : undefined;
