@@ -70,7 +70,7 @@ describe("manage_cron through /chat", () => {
 
   it("lists the seeded maintenance entries, and a one-shot fires on time and its answer reaches the owner", async () => {
     const listed = await callTool("manage_cron", { action: "list" });
-    expect(listed).toContain("[nightly-checkup]");
+    expect(listed).toContain("[nightly-review]");
     expect(listed).toContain("[daily-maintenance]");
     const soon = new Date(Date.now() + 1_500).toISOString();
     expect(

@@ -1,7 +1,10 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
-import { openPostgres, type Database } from "./database.js";
+import { openPglite, openPostgres, type Database } from "./database.js";
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 
@@ -35,6 +38,20 @@ describe.runIf(serverUrl)("a PostgreSQL connection dropped while a transaction h
       expect(rows).toEqual([{ one: 1 }]);
     } finally {
       await admin.end();
+    }
+  });
+});
+
+describe("the embedded database", () => {
+  it("is sized for one person: small shared buffers instead of a server's 128 MB", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "stavrobot-pglite-"));
+    const db = await openPglite(join(dir, "pglite"));
+    try {
+      const { rows } = await db.query<{ shared_buffers: string }>("SHOW shared_buffers");
+      expect(rows).toEqual([{ shared_buffers: "16MB" }]);
+    } finally {
+      await db.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

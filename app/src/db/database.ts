@@ -242,10 +242,19 @@ async function pollUntilAvailable(db: Queryable, signal?: AbortSignal): Promise<
   }
 }
 
+/**
+ * PostgreSQL's default 128 MB of shared buffers are sized for a server with many users; PGlite
+ * keeps them in the process's WebAssembly memory, where they made up ~130 MB of the idle app.
+ * One person's assistant reads a few MB per turn, and the files stay in the OS page cache anyway.
+ */
+const PGLITE_SETTINGS = ["-c", "shared_buffers=16MB"];
+
 export async function openPglite(dataDir: string): Promise<Database> {
   const { PGlite } = await import("@electric-sql/pglite");
   mkdirSync(dataDir, { recursive: true });
-  const lite = await PGlite.create(dataDir);
+  const lite = await PGlite.create(dataDir, {
+    startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS],
+  });
   const query = async <R>(sql: string, params?: unknown[]) => {
     const result = await lite.query<R>(sql, params);
     return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };

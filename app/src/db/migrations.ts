@@ -164,7 +164,7 @@ export const migrations: readonly Migration[] = [
 
       -- Two maintenance entries, seeded once; the owner (or the assistant) may edit or delete them.
       INSERT INTO cron_entries (cron_expression, note) VALUES
-        ('0 3 * * *', '[nightly-checkup] Look back over the last day of conversation and tool results. Record what is worth remembering with manage_knowledge, merge or drop memories that are stale or duplicated, and put open promises and tasks in the scratchpad. Do not message anyone unless something needs the owner''s attention before morning.'),
+        ('0 3 * * *', '[nightly-review] Look back over the last day of conversation and tool results. Record what is worth remembering with manage_knowledge, merge or drop memories that are stale or duplicated, and put open promises and tasks in the scratchpad. Do not message anyone unless something needs the owner''s attention before morning.'),
         ('0 4 * * *', '[daily-maintenance] Check that the scheduled entries still make sense (manage_cron list), remove notes and scratchpad entries that are done, keep scratchpad titles accurate, and look for tables you created that keep data nobody needs. Tell the owner only about what needs their decision.');
     `,
   },
