@@ -14,7 +14,7 @@
  * 5. The plugin-runner's own figures and what run_plugin_tool adds to a spawn.
  *
  * BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE, BENCH_ONLY (comma list of turns, bytes,
- * scale, plugins) adjust it; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
+ * scale, plugins) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
  * bench may create databases on (without one, only PGlite is measured).
  */
 import { spawn } from "node:child_process";

@@ -23,11 +23,17 @@ export function startCommand(): string[] {
   return ["scripts/start.mjs"];
 }
 
+/** BENCH_CPU_PROF=<dir>: the product's process writes a V8 CPU profile there when it stops. */
+function profileFlags(): string[] {
+  const dir = process.env.BENCH_CPU_PROF;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
+}
+
 export async function launchProduct(env: NodeJS.ProcessEnv): Promise<RunningProduct> {
   const port = await freePort();
   const ports = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   const started = performance.now();
-  const child = spawn(process.execPath, startCommand(), {
+  const child = spawn(process.execPath, [...profileFlags(), ...startCommand()], {
     cwd: repoRoot,
     env: {
       ...env,

@@ -1,7 +1,22 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
 
+/**
+ * Estimates by message object. Messages are never changed once complete, and the conversation
+ * keeps the same objects between turns, so each is measured once instead of on every request.
+ */
+const estimates = new WeakMap<AgentMessage, number>();
+
 /** A deliberately cautious estimate (3 characters per token; 1000 per image). */
 export function estimateTokens(message: AgentMessage): number {
+  let estimate = estimates.get(message);
+  if (estimate === undefined) {
+    estimate = measure(message);
+    estimates.set(message, estimate);
+  }
+  return estimate;
+}
+
+function measure(message: AgentMessage): number {
   if (!("content" in message)) return 0;
   const content = message.content;
   if (typeof content === "string") return Math.ceil(content.length / 3);
@@ -79,7 +94,8 @@ export function truncateToBudget(messages: AgentMessage[], limit: number): Agent
     if (!best) break;
     const kept = best.text.slice(0, Math.floor(best.text.length / 2));
     best.set(kept + "\n[truncated to fit the context window]");
-    total = estimateAll(copy);
+    // The copies change here: measured afresh, never from the cache.
+    total = copy.reduce((sum, message) => sum + measure(message), 0);
   }
   return copy;
 }

@@ -66,6 +66,9 @@ export function pluginOfSource(source: string | null | undefined): string | null
 export class UsageMeter {
   private day = "";
   private month = "";
+  /** The day's keys above hold from `dayStart` (when they were computed) until `nextDayStart`. */
+  private dayStart = 0;
+  private nextDayStart = 0;
   private spentToday = 0;
   private spentThisMonth = 0;
   private pending: unknown[][] = [];
@@ -166,11 +169,16 @@ export class UsageMeter {
 
   /** A new day or month starts from zero (this process is the table's only writer). */
   private rollOver(): void {
-    const keys = dayAndMonth(this.now(), this.timezone);
+    const now = this.now();
+    // Time-zone arithmetic is costly and runs before every model call: only once a day passed.
+    if (now.getTime() >= this.dayStart && now.getTime() < this.nextDayStart) return;
+    const keys = dayAndMonth(now, this.timezone);
     if (keys.day !== this.day) this.spentToday = 0;
     if (keys.month !== this.month) this.spentThisMonth = 0;
     this.day = keys.day;
     this.month = keys.month;
+    this.dayStart = now.getTime();
+    this.nextDayStart = startOfNextDay(now, this.timezone).getTime();
   }
 
   private async load(): Promise<void> {
