@@ -1,3 +1,4 @@
+import { zonedParts } from "../zoned-date.js";
 import { readFile } from "node:fs/promises";
 import type { ImageContent, TextContent, UserMessage } from "@mariozechner/pi-ai";
 import type { Attachment } from "@stavrobot/common";
@@ -70,29 +71,10 @@ export interface IncomingMessage {
   receivedAt: Date;
 }
 
-/** Creating a formatter costs far more than using one: one per time zone. */
-const localTimeFormats = new Map<string, Intl.DateTimeFormat>();
-
 /** "Sat 2026-11-21 23:55:02" in the given time zone. */
 export function formatLocalTime(date: Date, timezone: string): string {
-  let format = localTimeFormats.get(timezone);
-  if (!format) {
-    format = new Intl.DateTimeFormat("en-GB", {
-      timeZone: timezone,
-      weekday: "short",
-      year: "numeric",
-      month: "2-digit",
-      day: "2-digit",
-      hour: "2-digit",
-      minute: "2-digit",
-      second: "2-digit",
-      hourCycle: "h23",
-    });
-    localTimeFormats.set(timezone, format);
-  }
-  const parts = format.formatToParts(date);
-  const get = (type: string): string => parts.find((part) => part.type === type)?.value ?? "";
-  return `${get("weekday")} ${get("year")}-${get("month")}-${get("day")} ${get("hour")}:${get("minute")}:${get("second")}`;
+  const p = zonedParts(date, timezone);
+  return `${p.weekday} ${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}`;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { zonedParts } from "../zoned-date.js";
 import type { Queryable } from "../db/database.js";
 
 /** Tokens and cost of one model call (or several, summed). */
@@ -196,38 +197,15 @@ export class UsageMeter {
   }
 }
 
-/** Creating a formatter costs far more than using one: one per time zone. */
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-function parts(date: Date, timezone: string): Record<string, string> {
-  let format = formatters.get(timezone);
-  if (!format) {
-    format = new Intl.DateTimeFormat("en-CA", {
-      timeZone: timezone,
-      year: "numeric",
-      month: "2-digit",
-      day: "2-digit",
-      hour: "2-digit",
-      minute: "2-digit",
-      second: "2-digit",
-      hourCycle: "h23",
-    });
-    formatters.set(timezone, format);
-  }
-  const out: Record<string, string> = {};
-  for (const part of format.formatToParts(date)) out[part.type] = part.value;
-  return out;
-}
-
 export function dayAndMonth(date: Date, timezone: string): { day: string; month: string } {
-  const p = parts(date, timezone);
+  const p = zonedParts(date, timezone);
   return { day: `${p.year}-${p.month}-${p.day}`, month: `${p.year}-${p.month}` };
 }
 
 /** The instant a wall-clock time in `timezone` happens (to the minute, DST-safe enough for a budget). */
 function zonedInstant(year: number, month: number, day: number, timezone: string): Date {
   const guess = new Date(Date.UTC(year, month - 1, day));
-  const p = parts(guess, timezone);
+  const p = zonedParts(guess, timezone);
   const shown = Date.UTC(
     Number(p.year),
     Number(p.month) - 1,
@@ -239,11 +217,11 @@ function zonedInstant(year: number, month: number, day: number, timezone: string
 }
 
 export function startOfNextDay(now: Date, timezone: string): Date {
-  const p = parts(now, timezone);
+  const p = zonedParts(now, timezone);
   return zonedInstant(Number(p.year), Number(p.month), Number(p.day) + 1, timezone);
 }
 
 export function startOfNextMonth(now: Date, timezone: string): Date {
-  const p = parts(now, timezone);
+  const p = zonedParts(now, timezone);
   return zonedInstant(Number(p.year), Number(p.month) + 1, 1, timezone);
 }
