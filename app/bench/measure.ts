@@ -47,6 +47,10 @@ export async function postChat(
  */
 export function scriptTurns(fake: FakeLlmServer): void {
   fake.setResponder((request) => {
+    // Nothing reads these requests back; keeping hundreds of history-sized bodies would only grow
+    // the bench's own heap (and its collections) as a product round goes on, which the floor's
+    // tiny requests never do.
+    fake.requests.length = 0;
     const text = request.lastUserText;
     if (/(^|Text: )tool\b/.test(text)) return toolTurn("execute_sql", { query: "SELECT 1 AS one" });
     return textTurn("done");

@@ -39,10 +39,11 @@ interface Segment {
 }
 
 function segment(block: unknown, role: string): Segment {
-  if (!isRecord(block)) return { json: JSON.stringify({ role, block }), breakpoint: false };
+  if (!isRecord(block) || !("cache_control" in block))
+    return { json: `${role} ${JSON.stringify(block)}`, breakpoint: false };
   // The marker itself is not part of the cached content: the same block must match with or without it.
   const { cache_control: marker, ...rest } = block;
-  return { json: JSON.stringify({ role, block: rest }), breakpoint: marker != null };
+  return { json: `${role} ${JSON.stringify(rest)}`, breakpoint: marker != null };
 }
 
 function blocksOf(content: unknown): unknown[] {
@@ -72,22 +73,32 @@ export class AnthropicPromptCache {
 
   usage(body: unknown): AnthropicInputUsage {
     const segments = segmentsOf(body);
+    const breakpoints = segments.flatMap((s, i) => (s.breakpoint ? [i] : []));
+    // Only prefixes ending at a breakpoint or within the look-back before one are ever looked up
+    // or written; digesting just those keeps a long conversation's request cheap to answer.
+    const wanted = new Set<number>();
+    for (const breakpoint of breakpoints)
+      for (let i = Math.max(0, breakpoint - CACHE_LOOKBACK_BLOCKS + 1); i <= breakpoint; i++) wanted.add(i);
     const hash = createHash("sha256").update(isRecord(body) ? String(body.model) : "");
-    const keys: string[] = [];
+    const keys = new Map<number, string>();
     const tokens: number[] = [];
     let chars = 0;
-    for (const { json } of segments) {
-      hash.update(`${json}\n`);
+    let pending = "";
+    for (const [i, { json }] of segments.entries()) {
+      pending += `${json}\n`;
       chars += json.length;
-      keys.push(hash.copy().digest("hex"));
+      if (wanted.has(i)) {
+        hash.update(pending);
+        pending = "";
+        keys.set(i, hash.copy().digest("hex"));
+      }
       tokens.push(tokensForChars(chars));
     }
-    const breakpoints = segments.flatMap((s, i) => (s.breakpoint ? [i] : []));
     const readEnd = this.longestCached(keys, breakpoints);
-    const read = readEnd < 0 ? 0 : (this.prefixes.get(keys[readEnd] ?? "") ?? 0);
+    const read = readEnd < 0 ? 0 : (this.prefixes.get(keys.get(readEnd) ?? "") ?? 0);
     const writeEnd = Math.max(breakpoints.at(-1) ?? -1, readEnd);
     const upToWrite = writeEnd < 0 ? 0 : (tokens[writeEnd] ?? 0);
-    for (const i of breakpoints) this.prefixes.set(keys[i] ?? "", tokens[i] ?? 0);
+    for (const i of breakpoints) this.prefixes.set(keys.get(i) ?? "", tokens[i] ?? 0);
     return {
       input_tokens: (tokens.at(-1) ?? 0) - upToWrite + TURN_OVERHEAD_TOKENS,
       cache_creation_input_tokens: Math.max(0, upToWrite - read),
@@ -99,12 +110,12 @@ export class AnthropicPromptCache {
     this.prefixes.clear();
   }
 
-  private longestCached(keys: string[], breakpoints: number[]): number {
+  private longestCached(keys: Map<number, string>, breakpoints: number[]): number {
     let best = -1;
     for (const breakpoint of breakpoints) {
       const stop = Math.max(best + 1, breakpoint - CACHE_LOOKBACK_BLOCKS + 1, 0);
       for (let i = breakpoint; i >= stop; i--) {
-        if (this.prefixes.has(keys[i] ?? "")) {
+        if (this.prefixes.has(keys.get(i) ?? "")) {
           best = i;
           break;
         }
@@ -199,8 +210,23 @@ function writeJson(res: ServerResponse, reply: Reply): void {
   });
 }
 
-function createAnthropicProtocol(): FakeProtocol {
+export interface FakeAnthropicOptions {
+  /**
+   * Emulate prompt caching (default): usage reports cache reads and writes as the API would.
+   * Off, every input token is reported uncached, and a long request costs the fake nothing beyond
+   * reading it (the turn benchmark, where the fake's own time would count as the product's).
+   */
+  promptCache?: boolean;
+}
+
+function uncachedUsage(res: ServerResponse): AnthropicInputUsage {
+  const bytes = Number(res.req.headers["content-length"] ?? 0);
+  return { input_tokens: tokensForChars(bytes), cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+}
+
+function createAnthropicProtocol(options: FakeAnthropicOptions): FakeProtocol {
   const cache = new AnthropicPromptCache();
+  const promptCache = options.promptCache ?? true;
   let toolIds = 0;
   let messageIds = 0;
   return {
@@ -216,7 +242,7 @@ function createAnthropicProtocol(): FakeProtocol {
         },
         blocks: toAnthropicBlocks(turn, () => `toolu_${++toolIds}`),
         stopReason: stopReasonOf(turn),
-        usage: cache.usage(body),
+        usage: promptCache ? cache.usage(body) : uncachedUsage(res),
         output: outputTokens(turn),
       };
       if (isRecord(body) && body.stream === true)
@@ -228,6 +254,6 @@ function createAnthropicProtocol(): FakeProtocol {
 }
 
 /** A fake Anthropic Messages API (`POST /v1/messages`, streaming or not) on 127.0.0.1. */
-export async function startFakeAnthropic(): Promise<FakeLlmServer> {
-  return startFakeLlmServer(createAnthropicProtocol());
+export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeLlmServer> {
+  return startFakeLlmServer(createAnthropicProtocol(options));
 }

@@ -110,6 +110,22 @@ describe("fake Anthropic server with the real pi-ai client", () => {
     expect(second.usage.input).toBe(first.usage.input);
   });
 
+  it("reports every input token uncached when prompt caching is not emulated", async () => {
+    const plain = await startFakeAnthropic({ promptCache: false });
+    try {
+      const model = { ...claude, baseUrl: plain.url };
+      const system = "You are a meticulous assistant. Follow every rule. ".repeat(200);
+      plain.enqueue(textTurn("one"), textTurn("two"));
+      await complete(model, userContext("first question", system), { apiKey: API_KEY });
+      const second = await complete(model, userContext("second question", system), { apiKey: API_KEY });
+      expect(second.usage.cacheRead).toBe(0);
+      expect(second.usage.cacheWrite).toBe(0);
+      expect(second.usage.input).toBeGreaterThan(2000);
+    } finally {
+      await plain.close();
+    }
+  });
+
   it("turns an HTTP error turn into an error message", async () => {
     const body = { type: "error", error: { type: "invalid_request_error", message: "bad" } };
     fake.enqueue({ content: [], error: { status: 400, body } });
