@@ -385,9 +385,11 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       },
       messagesForInbox: (id) => messagesForInbox(db, id),
       reloadConversation: () => conversation.invalidate(),
-      // The turn's last messages and the entry's end in one commit.
+      // The turn's last messages, the entry's end and the turn's usage rows in one commit.
       finish: (id, status, response, error, delivered = false) =>
-        conversation.flush(finishChange(id, status, response, error, delivered)),
+        meter.writeWith((usage) =>
+          conversation.flush([finishChange(id, status, response, error, delivered), ...usage]),
+        ),
       afterTurn: async () => {
         await flushUsage();
         await compactIfNeeded({

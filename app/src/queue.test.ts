@@ -30,6 +30,8 @@ const userMessage = (entry: InboxEntry): UserMessage => ({
 class ScriptedEngine implements TurnEngineLike {
   busy = false;
   runs: number[] = [];
+  /** Per run, whether the entry came saved as started (processing, attempt counted). */
+  started: boolean[] = [];
   outcomes: TurnOutcome[] = [];
   /** When false, steer() refuses, as when the turn has just ended. */
   steerAccepts = true;
@@ -44,14 +46,16 @@ class ScriptedEngine implements TurnEngineLike {
   async run(
     inboxId: number,
     message: UserMessage,
-    options: { countAttempt?: boolean } = {},
+    options: { countAttempt?: boolean; started?: boolean } = {},
   ): Promise<TurnOutcome> {
     this.busy = true;
     this.aborted = false;
     this.runs.push(inboxId);
+    this.started.push(options.started === true);
     try {
       // As the real engine does, with the user message.
-      await new InboxStore(this.db).markProcessing(inboxId, options.countAttempt ?? true);
+      if (!options.started)
+        await new InboxStore(this.db).markProcessing(inboxId, options.countAttempt ?? true);
       const saved = await messagesForInbox(this.db, inboxId);
       if (!saved.length) await saveMessage(this.db, message, inboxId);
       await this.gate;
@@ -201,6 +205,30 @@ describe("MessageQueue", () => {
     expect(queue.stop()).toBe(ABORTED_REPLY);
     expect(await submitted.reply).toBe(ABORTED_REPLY);
     expect(engine.runs).toHaveLength(1);
+  });
+
+  it("saves a message the idle queue runs at once as started, and one that must wait as pending", async () => {
+    const queue = makeQueue();
+    const hold = gate();
+    engine.gate = hold.promise;
+    const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    await vi.waitFor(() => expect(engine.runs).toEqual([first.id]));
+    const second = await queue.submit("cron", null, { message: "two", attachments: [] });
+    const rows = await db.query<{ id: number; status: string; attempts: number }>(
+      "SELECT id, status, attempts FROM inbox ORDER BY id",
+    );
+    // Its one attempt is counted before the turn starts: a message that crashes the process is
+    // still given up on after maxRetries starts.
+    expect(rows.rows).toEqual([
+      { id: first.id, status: "processing", attempts: 1 },
+      { id: second.id, status: "pending", attempts: 0 },
+    ]);
+    hold.open();
+    expect(await first.reply).toBe(`reply to ${first.id}`);
+    expect(await second.reply).toBe(`reply to ${second.id}`);
+    expect(engine.started).toEqual([true, false]);
+    const attempts = await db.query<{ attempts: number }>("SELECT attempts FROM inbox ORDER BY id");
+    expect(attempts.rows).toEqual([{ attempts: 1 }, { attempts: 1 }]);
   });
 
   it("gives up on a message that took the process down on every attempt", async () => {

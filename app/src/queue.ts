@@ -10,8 +10,16 @@ import { startedByNobody } from "./audience.js";
 /** The part of TurnEngine the queue drives (an interface so tests can script outcomes). */
 export interface TurnEngineLike {
   readonly busy: boolean;
-  /** Runs the entry's turn; it marks the entry `processing` (counting an attempt unless told not to). */
-  run(inboxId: number, message: UserMessage, options?: { countAttempt?: boolean }): Promise<TurnOutcome>;
+  /**
+   * Runs the entry's turn; it marks the entry `processing` (counting an attempt unless told not
+   * to), or with `started` knows the entry was saved so and writes its user message with the
+   * turn's first write.
+   */
+  run(
+    inboxId: number,
+    message: UserMessage,
+    options?: { countAttempt?: boolean; started?: boolean },
+  ): Promise<TurnOutcome>;
   steer(inboxId: number, message: UserMessage): boolean;
   abort(): boolean;
 }
@@ -86,6 +94,8 @@ export interface Submitted {
 
 interface Item {
   entry: InboxEntry;
+  /** Saved already `processing` with its first attempt counted (the queue was idle). */
+  started?: boolean;
   resolve: (reply: string) => void;
   defer: () => void;
 }
@@ -101,6 +111,8 @@ export class MessageQueue {
   /** Reply promises of entries queued or running, so an entry is never queued twice. */
   private readonly waiting = new Map<number, { reply: Promise<string>; deferred: Promise<void> }>();
   private running = false;
+  /** A submit is saving an entry as started: a second one meanwhile is saved pending. */
+  private reserved = false;
   /** Whether a message steered a turn since steering was last settled. */
   private steeredSinceSettled = false;
   /** Turns no person started, waiting for the budget to allow them. */
@@ -147,7 +159,16 @@ export class MessageQueue {
     payload: InboxPayload,
     idempotencyKey?: string,
   ): Promise<Submitted> {
-    const { entry, duplicate } = await this.deps.inbox.add(source, sender, payload, idempotencyKey);
+    // Nothing runs or waits: this entry's turn starts as soon as it is saved, so it is saved started.
+    const start = !this.running && this.items.length === 0 && !this.reserved && !this.deps.budgetRefusal?.();
+    if (start) this.reserved = true;
+    let added: Awaited<ReturnType<InboxStore["add"]>>;
+    try {
+      added = await this.deps.inbox.add(source, sender, payload, idempotencyKey, { start });
+    } finally {
+      if (start) this.reserved = false;
+    }
+    const { entry, duplicate } = added;
     if (duplicate) {
       return {
         id: entry.id,
@@ -189,7 +210,7 @@ export class MessageQueue {
         await this.deps.inbox.markPending(entry.id).catch(() => {});
       }
     }
-    return { id: entry.id, ...this.enqueue(entry), steered: false, duplicate };
+    return { id: entry.id, ...this.enqueue(entry, start), steered: false, duplicate };
   }
 
   /**
@@ -257,7 +278,7 @@ export class MessageQueue {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private enqueue(entry: InboxEntry): { reply: Promise<string>; deferred: Promise<void> } {
+  private enqueue(entry: InboxEntry, started = false): { reply: Promise<string>; deferred: Promise<void> } {
     const existing = this.waiting.get(entry.id);
     if (existing) return existing;
     let defer = () => {};
@@ -265,7 +286,7 @@ export class MessageQueue {
     const reply = new Promise<string>((resolve) => {
       // Acceptance order is inbox id order, even when two saves finish out of order.
       const at = this.items.findIndex((item) => item.entry.id > entry.id);
-      this.items.splice(at === -1 ? this.items.length : at, 0, { entry, resolve, defer });
+      this.items.splice(at === -1 ? this.items.length : at, 0, { entry, started, resolve, defer });
     });
     const handle = { reply, deferred };
     this.waiting.set(entry.id, handle);
@@ -382,7 +403,8 @@ export class MessageQueue {
     const message = await this.deps.buildUserMessage(entry);
     let resumed = false;
     for (let attempt = 0; ; attempt++) {
-      const outcome = await this.deps.engine.run(entry.id, message, { countAttempt: !resumed });
+      const started = item.started === true && attempt === 0 && !resumed;
+      const outcome = await this.deps.engine.run(entry.id, message, { countAttempt: !resumed, started });
       resumed = false;
       if (outcome.kind === "reply") {
         const text = outcome.text || EMPTY_REPLY;

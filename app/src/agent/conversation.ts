@@ -1,5 +1,5 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
-import type { Queryable } from "../db/database.js";
+import { withParts, type Queryable, type StatementPart } from "../db/database.js";
 import {
   loadConversation,
   saveCompaction,
@@ -11,13 +11,9 @@ import {
 
 /**
  * Another data-modifying statement written in the same statement (and so the same commit) as the
- * messages: e.g. the inbox entry moving to `processing`, or finishing. `sql` receives the number of
- * its first parameter.
+ * messages: e.g. the inbox entry moving to `processing`, or finishing (with the turn's usage rows).
  */
-export interface Companion {
-  sql: (firstParam: number) => string;
-  params: unknown[];
-}
+export type Companion = StatementPart;
 
 interface Pending {
   stored: AgentMessage;
@@ -68,23 +64,26 @@ export class ConversationStore {
   async save(
     message: AgentMessage,
     inboxId: number | null,
-    options: { defer?: boolean; companion?: Companion } = {},
+    options: { defer?: boolean; companion?: Companion | Companion[] } = {},
   ): Promise<void> {
     this.deferred.push({ stored: storedForm(message), inboxId });
     if (!options.defer) await this.flush(options.companion);
   }
 
-  /** Writes the deferred messages, with the companion statement if given (alone when none wait). */
-  async flush(companion?: Companion): Promise<void> {
+  /** Writes the deferred messages, with the companion statements if given (alone when none wait). */
+  async flush(companion?: Companion | Companion[]): Promise<void> {
     const rows = this.deferred;
     this.deferred = [];
+    const companions = companion === undefined ? [] : Array.isArray(companion) ? companion : [companion];
     if (rows.length === 0) {
-      if (companion) await this.db.query(companion.sql(1), companion.params);
+      if (companions.length === 0) return;
+      const parts = withParts(companions, 1);
+      await this.db.query(`${parts.sql}SELECT 1`, parts.params);
       return;
     }
     let ids: number[];
     try {
-      ids = await this.insert(rows, companion);
+      ids = await this.insert(rows, companions);
     } catch (error) {
       // Kept for the next attempt (the caller waits out an outage and tries again); the copy can
       // no longer be trusted either way.
@@ -122,21 +121,22 @@ export class ConversationStore {
     this.loading = undefined;
   }
 
-  /** One statement: the messages in order (ids follow that order), and the companion's change. */
-  private async insert(rows: Pending[], companion?: Companion): Promise<number[]> {
+  /** One statement: the messages in order (ids follow that order), and the companions' changes. */
+  private async insert(rows: Pending[], companions: Companion[]): Promise<number[]> {
     const values = rows.map((row) => ({
       role: row.stored.role,
       content: row.stored,
       inbox_id: row.inboxId,
       search_text: searchText(row.stored),
     }));
+    const parts = withParts(companions, 2);
     const result = await this.db.query<{ id: number }>(
-      `${companion ? `WITH companion AS (${companion.sql(2)}) ` : ""}
+      `${parts.sql}
        INSERT INTO messages (role, content, inbox_id, search_text)
        SELECT e->>'role', e->'content', (e->>'inbox_id')::int, e->>'search_text'
        FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n
        RETURNING id`,
-      [JSON.stringify(values), ...(companion?.params ?? [])],
+      [JSON.stringify(values), ...parts.params],
     );
     return result.rows.map((row) => row.id).sort((a, b) => a - b);
   }

@@ -11,6 +11,7 @@ import { isDatabaseUnavailable, type Database } from "../db/database.js";
 import type { Companion, ConversationStore } from "./conversation.js";
 import type { AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "./model.js";
+import { leanPayload } from "./payload.js";
 import { redactToolCalls, scrubToolResult, type ArgumentRedactor } from "./redact.js";
 import { truncateToBudget, type TokenBudget } from "./tokens.js";
 
@@ -57,6 +58,9 @@ export type TurnOutcome =
       databaseDown?: boolean;
     };
 
+/** How a turn's entry becomes `processing`: counting an attempt, resuming one, or already so. */
+type TurnStart = "count" | "resume" | "started";
+
 interface PendingSteer {
   inboxId: number;
   message: UserMessage;
@@ -92,19 +96,23 @@ export class TurnEngine {
 
   /**
    * Runs the entry's turn. The entry becomes `processing` in the same commit as its user message
-   * (`countAttempt` false when it only resumes after a database outage). The turn's last messages
-   * may still be waiting in the conversation store: the caller writes them with the entry's end.
+   * (`countAttempt` false when it only resumes after a database outage). With `started` the entry
+   * was saved `processing` with this attempt counted: its user message (kept in the inbox entry
+   * meanwhile) is written with the turn's first write instead of a commit of its own. The turn's
+   * last messages may still be waiting in the conversation store: the caller writes them with the
+   * entry's end.
    */
   async run(
     inboxId: number,
     userMessage: UserMessage,
-    options: { countAttempt?: boolean } = {},
+    options: { countAttempt?: boolean; started?: boolean } = {},
   ): Promise<TurnOutcome> {
     const progress = { saved: false };
     // Whatever an abandoned attempt left unwritten is not part of this one.
     this.deps.conversation.dropDeferred();
     try {
-      return await this.runTurn(inboxId, userMessage, progress, options.countAttempt ?? true);
+      const start = options.started ? "started" : options.countAttempt === false ? "resume" : "count";
+      return await this.runTurn(inboxId, userMessage, progress, start);
     } catch (error) {
       if (!isDatabaseUnavailable(error)) throw error;
       // A write may have landed without its answer: read the conversation again next time.
@@ -117,14 +125,14 @@ export class TurnEngine {
     inboxId: number,
     userMessage: UserMessage,
     progress: { saved: boolean },
-    countAttempt: boolean,
+    start: TurnStart,
   ): Promise<TurnOutcome> {
     const { deps } = this;
     const apiKey = await deps.getApiKey(deps.model.provider);
     if (!apiKey)
       return { kind: "error", message: deps.missingKeyMessage, retryable: false, progressSaved: false };
 
-    const messages = await this.history(inboxId, userMessage, countAttempt);
+    const messages = await this.history(inboxId, userMessage, start);
     const maxTokens = deps.maxTokens;
     // Whether the latest model call got as far as a request to the provider: an error before that
     // (the library refusing the history, a message it cannot convert) happens again on a retry.
@@ -138,9 +146,9 @@ export class TurnEngine {
         ...options,
         ...(maxTokens ? { maxTokens } : {}),
         cacheRetention: "short",
-        onPayload: (payload, payloadModel) => {
+        onPayload: async (payload, payloadModel) => {
           reachedProvider = true;
-          return options?.onPayload?.(payload, payloadModel);
+          return leanPayload((await options?.onPayload?.(payload, payloadModel)) ?? payload);
         },
       });
     };
@@ -261,7 +269,7 @@ export class TurnEngine {
   private async history(
     inboxId: number,
     userMessage: UserMessage,
-    countAttempt: boolean,
+    start: TurnStart,
   ): Promise<AgentMessage[]> {
     const conversation = await this.deps.conversation.current();
     const messages: AgentMessage[] = [];
@@ -276,12 +284,15 @@ export class TurnEngine {
         messages.push(row.message);
       }
     }
-    const start = this.deps.startChange(inboxId, countAttempt);
-    if (!found) {
-      await this.deps.conversation.save(userMessage, inboxId, { companion: start });
+    if (!found && start === "started") {
+      await this.deps.conversation.save(userMessage, inboxId, { defer: true });
+      messages.push(userMessage);
+    } else if (!found) {
+      const companion = this.deps.startChange(inboxId, start === "count");
+      await this.deps.conversation.save(userMessage, inboxId, { companion });
       messages.push(userMessage);
     } else {
-      await this.deps.conversation.flush(start);
+      await this.deps.conversation.flush(this.deps.startChange(inboxId, start !== "resume"));
     }
     if (conversation.summary) prependSummary(messages, conversation.summary.text);
     return messages;

@@ -68,6 +68,30 @@ export interface Transaction extends Queryable {
   exec(sql: string): Promise<void>;
 }
 
+/**
+ * A data-modifying statement that can ride in another statement (and so in its commit) as a
+ * `WITH` part; `sql` receives the number of its first parameter.
+ */
+export interface StatementPart {
+  sql: (firstParam: number) => string;
+  params: unknown[];
+}
+
+/**
+ * The parts as `WITH` items numbered from `firstParam`, for a statement whose own parameters come
+ * first: "WITH p1 AS (...), p2 AS (...) " (empty without parts), and their parameters.
+ */
+export function withParts(parts: StatementPart[], firstParam: number): { sql: string; params: unknown[] } {
+  if (parts.length === 0) return { sql: "", params: [] };
+  const items: string[] = [];
+  const params: unknown[] = [];
+  for (const [i, part] of parts.entries()) {
+    items.push(`p${i + 1} AS (${part.sql(firstParam + params.length)})`);
+    params.push(...part.params);
+  }
+  return { sql: `WITH ${items.join(", ")} `, params };
+}
+
 /** One statement's outcome when running a free-form SQL script (the execute_sql tool). */
 export interface StatementResult {
   command: string | undefined;

@@ -1,4 +1,4 @@
-import type { Queryable } from "./database.js";
+import type { Queryable, StatementPart } from "./database.js";
 import { sanitizeDeep, sanitizeText, type Attachment } from "@stavrobot/common";
 import type { TelegramMediaRef } from "../channels/telegram/inbound.js";
 
@@ -46,14 +46,8 @@ function toEntry(row: InboxRow): InboxEntry {
   };
 }
 
-/**
- * An inbox change as a statement with numbered parameters starting anywhere, so it can ride in the
- * same statement (the same commit) as the messages of a turn (see ConversationStore).
- */
-export interface InboxChange {
-  sql: (firstParam: number) => string;
-  params: unknown[];
-}
+/** An inbox change that rides in the same statement (the same commit) as the messages of a turn. */
+export type InboxChange = StatementPart;
 
 /** The entry starts its turn. */
 export function processingChange(id: number, countAttempt: boolean): InboxChange {
@@ -110,9 +104,13 @@ export class InboxStore {
     sender: string | null,
     payload: InboxPayload,
     idempotencyKey?: string,
+    options: { start?: boolean } = {},
   ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
+    // `start`: the queue is idle and runs the entry at once, so it is saved already `processing`
+    // with its first attempt counted, sparing the turn a commit of its own to say so.
     const result = await this.db.query<InboxRow>(
-      `INSERT INTO inbox (source, sender, payload, idempotency_key) VALUES ($1, $2, $3, $4)
+      `INSERT INTO inbox (source, sender, payload, idempotency_key, status, attempts)
+       VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING ${columns}`,
       [
@@ -120,6 +118,8 @@ export class InboxStore {
         sender === null ? null : sanitizeText(sender),
         JSON.stringify(sanitizeDeep(payload)),
         idempotencyKey ?? null,
+        options.start ? "processing" : "pending",
+        options.start ? 1 : 0,
       ],
     );
     const row = result.rows[0];

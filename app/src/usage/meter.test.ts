@@ -73,3 +73,31 @@ describe("UsageMeter", () => {
     expect(meter.refusal()).toMatchObject({ period: "monthly", resetsAt: new Date("2026-06-01T00:00:00Z") });
   });
 });
+
+describe("UsageMeter rows riding another write", () => {
+  it("hands its rows to the write that carries them and keeps them when that write fails", async () => {
+    const inserted: unknown[][] = [];
+    const table: Queryable = {
+      async query<R>(sql: string, params: unknown[] = []) {
+        if (sql.startsWith("INSERT")) inserted.push(params);
+        return { rows: [{ today: 0, month: 0 }] as R[], rowCount: 0 };
+      },
+    };
+    const meter = new UsageMeter(table, {}, "UTC");
+    await meter.start();
+    const call = { kind: "turn" as const, model: "m", inputTokens: 5, outputTokens: 2 };
+    meter.record({ ...call, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.25 });
+    // Numbered after the carrying statement's own parameters.
+    const failing = meter.writeWith(async (parts) => {
+      expect(parts).toHaveLength(1);
+      expect(parts[0]?.sql(3)).toMatch(/VALUES \(\$3, \$4, .*, \$12\)$/);
+      throw new Error("the database went away");
+    });
+    await expect(failing).rejects.toThrow("the database went away");
+    await meter.flush();
+    expect(inserted).toEqual([["turn", null, null, null, "m", 5, 2, 0, 0, 0.25]]);
+    await meter.flush();
+    expect(inserted).toHaveLength(1);
+    expect(await meter.writeWith(async (parts) => parts.length)).toBe(0);
+  });
+});

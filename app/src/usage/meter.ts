@@ -1,5 +1,5 @@
 import { zonedParts } from "../zoned-date.js";
-import type { Queryable } from "../db/database.js";
+import type { Queryable, StatementPart } from "../db/database.js";
 
 /** Tokens and cost of one model call (or several, summed). */
 export interface Spend {
@@ -110,17 +110,22 @@ export class UsageMeter {
 
   /** Writes the recorded calls (one statement); kept for the next flush if it fails. */
   async flush(): Promise<void> {
-    if (this.pending.length === 0) return;
+    await this.writeWith(async (parts) => {
+      const part = parts[0];
+      if (part) await this.db.query(part.sql(1), part.params);
+    });
+  }
+
+  /**
+   * Hands the recorded calls, as a statement part, to a write that carries them in its own
+   * statement (a turn's end: no commit of their own); kept for the next write if it fails.
+   */
+  async writeWith<T>(write: (parts: StatementPart[]) => Promise<T>): Promise<T> {
     const rows = this.pending;
     this.pending = [];
-    const values = rows.map(
-      (_, r) => `(${COLUMNS.map((_, c) => `$${r * COLUMNS.length + c + 1}`).join(", ")})`,
-    );
+    const parts: StatementPart[] = rows.length === 0 ? [] : [insertRows(rows)];
     try {
-      await this.db.query(
-        `INSERT INTO usage (${COLUMNS.join(", ")}) VALUES ${values.join(", ")}`,
-        rows.flat(),
-      );
+      return await write(parts);
     } catch (error) {
       this.pending = [...rows, ...this.pending];
       throw error;
@@ -195,6 +200,18 @@ export class UsageMeter {
     this.spentToday = Number(result.rows[0]?.today ?? 0);
     this.spentThisMonth = Number(result.rows[0]?.month ?? 0);
   }
+}
+
+function insertRows(rows: unknown[][]): StatementPart {
+  return {
+    sql: (p) => {
+      const values = rows.map(
+        (_, r) => `(${COLUMNS.map((_, c) => `$${p + r * COLUMNS.length + c}`).join(", ")})`,
+      );
+      return `INSERT INTO usage (${COLUMNS.join(", ")}) VALUES ${values.join(", ")}`;
+    },
+    params: rows.flat(),
+  };
 }
 
 export function dayAndMonth(date: Date, timezone: string): { day: string; month: string } {
