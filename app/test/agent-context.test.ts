@@ -81,6 +81,15 @@ describe("what the model is sent", () => {
     expect(body.messages.at(-1).content.at(-1).cache_control).toEqual({ type: "ephemeral" });
   });
 
+  it("sends tools without per-tool eager input streaming (no beta header in its place either)", async () => {
+    t.fake.enqueue(textTurn("lean"));
+    await chat(t.app, "how big are you?");
+    const request = t.fake.requests[0]!;
+    expect(request.body.tools.length).toBeGreaterThan(5);
+    for (const tool of request.body.tools) expect(tool).not.toHaveProperty("eager_input_streaming");
+    expect(String(request.headers["anthropic-beta"] ?? "")).not.toContain("fine-grained-tool-streaming");
+  });
+
   it("sends image attachments as images and keeps only a placeholder in the history", async () => {
     t.fake.enqueue(textTurn("A single pixel."), textTurn("Still no image."));
     const reply = await post(t.app.port, "/chat", {

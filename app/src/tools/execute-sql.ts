@@ -22,9 +22,8 @@ export function createExecuteSqlTool(deps: {
     name: "execute_sql",
     label: "Execute SQL",
     description:
-      "Run SQL against the assistant's PostgreSQL database (full read/write rights). Use it to store and " +
-      "query any structured data: create tables as needed. Large results are truncated: use LIMIT and " +
-      "select only the columns you need.",
+      "Run SQL on your PostgreSQL database (read and write). Large results are truncated: use LIMIT " +
+      "and select only the columns you need.",
     parameters,
     async execute(_id, params) {
       // SQL errors are thrown: the model sees them as a failed tool call and can fix the query.

@@ -13,11 +13,11 @@ import { visibleDetail } from "../plugins/visible.js";
 import { ToolError, textResult } from "./result.js";
 
 const parameters = Type.Object({
-  plugin: Type.String({ description: "Name of an editable plugin (made with manage_plugins create)." }),
+  plugin: Type.String({ description: "An editable plugin's name." }),
   message: Type.String({
     description:
-      "What the coding agent should build or change, in full: the tools, their parameters, what they return, " +
-      "which APIs to use and which config keys (API keys) they need. The agent cannot ask questions.",
+      "The full specification: tools, parameters, return values, APIs to use and config keys (API keys) " +
+      "needed. The agent cannot ask questions.",
   }),
 });
 
@@ -37,8 +37,8 @@ export function createRequestCodingTaskTool(deps: RequestCodingTaskDeps): AgentT
     name: "request_coding_task",
     label: "Request coding task",
     description:
-      "Have the coding agent write or change the tools of an editable plugin (create one first with " +
-      "manage_plugins create). It works in the background; its report arrives later as a message from the coder.",
+      "Have the coding agent write or change the tools of an editable plugin (made with manage_plugins " +
+      "create). It works in the background; its report arrives later from the coder.",
     parameters,
     async execute(_id, params, signal) {
       const plugin = params.plugin.trim();

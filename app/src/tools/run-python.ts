@@ -25,7 +25,7 @@ const parameters = Type.Object({
   ),
   files: Type.Optional(
     Type.Array(Type.String(), {
-      description: "Paths of files in the files directory (absolute or relative to it), given by name.",
+      description: "Files for the code: paths in the files directory (or relative to it).",
     }),
   ),
 });
@@ -47,9 +47,8 @@ export function createRunPythonTool(deps: {
     name: "run_python",
     label: "Run Python",
     description:
-      "Run Python 3 in a sandbox (30 s limit; network only with dependencies). The working directory is /tmp/run. " +
-      `Files given from ${deps.filesDir} are in /tmp/run/input/; files written to /tmp/run/output/ are saved to ` +
-      `${outputDir}/ (emptied on each run).`,
+      "Run Python 3 in a sandbox (30 s limit; network only with dependencies), in /tmp/run. Given files " +
+      `are in /tmp/run/input/; files written to /tmp/run/output/ are saved to ${outputDir}/ (emptied on each run).`,
     parameters,
     async execute(_id, params, signal) {
       const files = await readInputFiles(params.files ?? [], deps.filesDir);

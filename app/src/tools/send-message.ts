@@ -16,11 +16,7 @@ const parameters = Type.Object({
     description: "The owner's name, or a chat id / phone number on the allowlist.",
   }),
   message: Type.Optional(Type.String({ description: "The text, in Markdown." })),
-  attachmentPath: Type.Optional(
-    Type.String({
-      description: "A file to send (a path in the file areas, e.g. from manage_files or a tool's output).",
-    }),
-  ),
+  attachmentPath: Type.Optional(Type.String({ description: "Path of a file to send." })),
 });
 
 interface ChannelInfo {

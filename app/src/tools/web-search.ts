@@ -50,8 +50,7 @@ export function createWebSearchTool(deps: WebSearchDeps): AgentTool<typeof param
     name: "web_search",
     label: "Web search",
     description:
-      "Search the web and get a short answer with its source URLs. Use it for current events, facts you " +
-      "are unsure of, or to find pages; use web_fetch to read one page in full.",
+      "Search the web: a short answer with its source URLs. To read one page in full, use web_fetch.",
     parameters,
     async execute(_id, params, signal) {
       const search = await runSearch(caller, params.query, signal);
