@@ -77,6 +77,7 @@ interface RoundFigures {
   start?: number;
   rssApp?: number;
   rssAll?: number;
+  pssAll?: number;
 }
 
 async function floorRound(fake: FakeLlmServer): Promise<RoundFigures> {
@@ -118,7 +119,15 @@ async function productRound(fake: FakeLlmServer, kind: DbKind): Promise<RoundFig
       // The app is the launcher's child (the launcher runs it in-process): own = launcher + app.
       const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
       const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
-      return { tool, echo, firstChat, start: product.startMs, rssApp: rss.own, rssAll: rss.total };
+      return {
+        tool,
+        echo,
+        firstChat,
+        start: product.startMs,
+        rssApp: rss.own,
+        rssAll: rss.total,
+        pssAll: rss.pss,
+      };
     } finally {
       await product.stop();
     }
@@ -148,7 +157,8 @@ async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
     `| first /chat (tool) right after a start | — | ${DATABASES.map((k) => `${ms(pick(product[k], "firstChat"))} | ${ratio(pick(product[k], "firstChat"), floorTool)}`).join(" | ")} |`,
     `| start on an existing database → first authenticated 200 | — | ${DATABASES.map((k) => `${ms(pick(product[k], "start"))} | `).join(" | ")} |`,
     `| idle RSS, launcher + app process | — | ${DATABASES.map((k) => `${pick(product[k], "rssApp").toFixed(0)} MB | `).join(" | ")} |`,
-    `| idle RSS, every process of \`npm start\` | — | ${DATABASES.map((k) => `${pick(product[k], "rssAll").toFixed(0)} MB | `).join(" | ")} |`,
+    `| idle RSS, every process of \`npm start\` (sum) | — | ${DATABASES.map((k) => `${pick(product[k], "rssAll").toFixed(0)} MB | `).join(" | ")} |`,
+    `| idle PSS, every process of \`npm start\` (shared pages once) | — | ${DATABASES.map((k) => `${pick(product[k], "pssAll").toFixed(0)} MB | `).join(" | ")} |`,
   ];
   return rows;
 }

@@ -81,8 +81,13 @@ async function expectDone(target: ChatTarget, message: string): Promise<void> {
   }
 }
 
-/** Resident memory of a process and all its descendants, in MB (Linux /proc). */
-export function treeRssMb(pid: number): { total: number; own: number } {
+/**
+ * Resident memory of a process and all its descendants, in MB (Linux /proc): `total` sums each
+ * process's RSS, which counts pages they share (the node executable's, ~40 MB a process) once per
+ * process; `pss` shares each such page among the processes using it, so it sums to what the tree
+ * holds together.
+ */
+export function treeRssMb(pid: number): { total: number; own: number; pss: number } {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
@@ -103,14 +108,23 @@ export function treeRssMb(pid: number): { total: number; own: number } {
       return 0;
     }
   };
+  const pss = (id: number): number => {
+    try {
+      return Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${id}/smaps_rollup`, "utf8"))?.[1] ?? 0) / 1024;
+    } catch {
+      return 0;
+    }
+  };
   let total = 0;
+  let shared = 0;
   const stack = [pid];
   while (stack.length > 0) {
     const id = stack.pop() as number;
     total += rss(id);
+    shared += pss(id);
     stack.push(...(children.get(id) ?? []));
   }
-  return { total, own: rss(pid) };
+  return { total, own: rss(pid), pss: shared };
 }
 
 /** Polls `check` until it resolves true; returns the milliseconds it took. */
