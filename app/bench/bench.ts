@@ -292,15 +292,14 @@ async function scaleRun(fake: FakeLlmServer, kind: DbKind, messages: number): Pr
       }
     }
     const fillSeconds = (performance.now() - filled) / 1000;
-    scriptTurns(fake);
+    let firstBytes: number | undefined;
+    scriptTurns(fake, (request) => (firstBytes ??= Number(request.headers["content-length"] ?? 0)));
     const product = await launchProduct(env.env);
     try {
       const target: ChatTarget = { url: product.url, password: product.password };
-      const before = fake.requests.length;
       const start = performance.now();
       await postChat(target, "tool first");
       const firstTurn = performance.now() - start;
-      const firstBytes = Number(fake.requests[before]?.headers["content-length"] ?? 0);
       const turnP50 = percentile(await timeTurns(target, "tool", 20, 2), 50);
       const db = await openDatabase({
         env: env.env,
@@ -325,7 +324,14 @@ async function scaleRun(fake: FakeLlmServer, kind: DbKind, messages: number): Pr
         search = median(times);
       }
       await db?.close();
-      return { start: product.startMs, firstTurn, firstBytes, turnP50, search, fillSeconds };
+      return {
+        start: product.startMs,
+        firstTurn,
+        firstBytes: firstBytes ?? NaN,
+        turnP50,
+        search,
+        fillSeconds,
+      };
     } finally {
       await product.stop();
     }
@@ -344,10 +350,16 @@ async function historyAtScale(fake: FakeLlmServer): Promise<string[]> {
     process.stderr.write(`bench: history at scale on ${kind}\n`);
     results[kind] = [await scaleRun(fake, kind, 0), await scaleRun(fake, kind, SCALE)];
   }
-  const line = (label: string, value: (f: ScaleFigures) => number, format: (n: number) => string) =>
+  const line = (
+    label: string,
+    value: (f: ScaleFigures) => number,
+    format: (n: number) => string,
+    compare = true,
+  ) =>
     `| ${label} | ${DATABASES.map((k) => {
       const [fresh, big] = results[k] as [ScaleFigures, ScaleFigures];
-      return `${format(value(fresh))} | ${format(value(big))} | ${ratio(value(big), value(fresh))}`;
+      const ratioText = compare ? ratio(value(big), value(fresh)) : "—";
+      return `${format(value(fresh))} | ${format(value(big))} | ${ratioText}`;
     }).join(" | ")} |`;
   rows.push(
     line("start → first authenticated 200", (f) => f.start, ms),
@@ -363,6 +375,7 @@ async function historyAtScale(fake: FakeLlmServer): Promise<string[]> {
       "filling the database",
       (f) => f.fillSeconds * 1000,
       (n) => `${(n / 1000).toFixed(0)} s`,
+      false,
     ),
   );
   return rows;

@@ -4,7 +4,7 @@
  */
 import { readFileSync, readdirSync } from "node:fs";
 import { basicAuthHeader } from "@stavrobot/common";
-import { textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
+import { textTurn, toolTurn, type FakeLlmServer, type RecordedRequest } from "@stavrobot/common/test-support";
 
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -43,10 +43,12 @@ export async function postChat(
 
 /**
  * The model's script for the turn benchmarks: a message starting "tool" gets one execute_sql call
- * then "done"; any other gets "done" at once.
+ * then "done"; any other gets "done" at once. `observe` sees each request as it arrives (the fake
+ * keeps none).
  */
-export function scriptTurns(fake: FakeLlmServer): void {
+export function scriptTurns(fake: FakeLlmServer, observe?: (request: RecordedRequest) => void): void {
   fake.setResponder((request) => {
+    observe?.(request);
     // Nothing reads these requests back; keeping hundreds of history-sized bodies would only grow
     // the bench's own heap (and its collections) as a product round goes on, which the floor's
     // tiny requests never do.
