@@ -9,7 +9,7 @@ import { openDatabase, type Database } from "./db/database.js";
 import { InboxStore, type InboxEntry } from "./db/inbox.js";
 import { messagesForInbox, saveMessage } from "./db/messages.js";
 import { migrate } from "./db/migrations.js";
-import type { TurnOutcome } from "./agent/turn.js";
+import type { TurnOutcome, TurnStart } from "./agent/turn.js";
 import { maySteer } from "./audience.js";
 import {
   ABORTED_REPLY,
@@ -43,19 +43,14 @@ class ScriptedEngine implements TurnEngineLike {
 
   constructor(private readonly db: Database) {}
 
-  async run(
-    inboxId: number,
-    message: UserMessage,
-    options: { countAttempt?: boolean; started?: boolean } = {},
-  ): Promise<TurnOutcome> {
+  async run(inboxId: number, message: UserMessage, start: TurnStart = "count"): Promise<TurnOutcome> {
     this.busy = true;
     this.aborted = false;
     this.runs.push(inboxId);
-    this.started.push(options.started === true);
+    this.started.push(start === "started");
     try {
       // As the real engine does, with the user message.
-      if (!options.started)
-        await new InboxStore(this.db).markProcessing(inboxId, options.countAttempt ?? true);
+      if (start !== "started") await new InboxStore(this.db).markProcessing(inboxId, start === "count");
       const saved = await messagesForInbox(this.db, inboxId);
       if (!saved.length) await saveMessage(this.db, message, inboxId);
       await this.gate;

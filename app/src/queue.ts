@@ -3,23 +3,15 @@ import { errorMessage, type Logger } from "@stavrobot/common";
 import { isDatabaseUnavailable } from "./db/database.js";
 import type { InboxEntry, InboxPayload, InboxStore } from "./db/inbox.js";
 import type { StoredMessage } from "./db/messages.js";
-import type { TurnOutcome } from "./agent/turn.js";
+import type { TurnOutcome, TurnStart } from "./agent/turn.js";
 import type { Answer } from "./delivery/answers.js";
 import { startedByNobody } from "./audience.js";
 
 /** The part of TurnEngine the queue drives (an interface so tests can script outcomes). */
 export interface TurnEngineLike {
   readonly busy: boolean;
-  /**
-   * Runs the entry's turn; it marks the entry `processing` (counting an attempt unless told not
-   * to), or with `started` knows the entry was saved so and writes its user message with the
-   * turn's first write.
-   */
-  run(
-    inboxId: number,
-    message: UserMessage,
-    options?: { countAttempt?: boolean; started?: boolean },
-  ): Promise<TurnOutcome>;
+  /** Runs the entry's turn, marking the entry `processing` as `start` says (default "count"). */
+  run(inboxId: number, message: UserMessage, start?: TurnStart): Promise<TurnOutcome>;
   steer(inboxId: number, message: UserMessage): boolean;
   abort(): boolean;
 }
@@ -403,8 +395,12 @@ export class MessageQueue {
     const message = await this.deps.buildUserMessage(entry);
     let resumed = false;
     for (let attempt = 0; ; attempt++) {
-      const started = item.started === true && attempt === 0 && !resumed;
-      const outcome = await this.deps.engine.run(entry.id, message, { countAttempt: !resumed, started });
+      const start: TurnStart = resumed
+        ? "resume"
+        : item.started === true && attempt === 0
+          ? "started"
+          : "count";
+      const outcome = await this.deps.engine.run(entry.id, message, start);
       resumed = false;
       if (outcome.kind === "reply") {
         const text = outcome.text || EMPTY_REPLY;

@@ -58,8 +58,11 @@ export type TurnOutcome =
       databaseDown?: boolean;
     };
 
-/** How a turn's entry becomes `processing`: counting an attempt, resuming one, or already so. */
-type TurnStart = "count" | "resume" | "started";
+/**
+ * How a turn's entry becomes `processing`: counting an attempt, resuming one after a database
+ * outage (not counted), or already so (saved `processing` with the attempt counted).
+ */
+export type TurnStart = "count" | "resume" | "started";
 
 interface PendingSteer {
   inboxId: number;
@@ -96,22 +99,16 @@ export class TurnEngine {
 
   /**
    * Runs the entry's turn. The entry becomes `processing` in the same commit as its user message
-   * (`countAttempt` false when it only resumes after a database outage). With `started` the entry
-   * was saved `processing` with this attempt counted: its user message (kept in the inbox entry
+   * (see TurnStart). An entry `started` already is: its user message (kept in the inbox entry
    * meanwhile) is written with the turn's first write instead of a commit of its own. The turn's
    * last messages may still be waiting in the conversation store: the caller writes them with the
    * entry's end.
    */
-  async run(
-    inboxId: number,
-    userMessage: UserMessage,
-    options: { countAttempt?: boolean; started?: boolean } = {},
-  ): Promise<TurnOutcome> {
+  async run(inboxId: number, userMessage: UserMessage, start: TurnStart = "count"): Promise<TurnOutcome> {
     const progress = { saved: false };
     // Whatever an abandoned attempt left unwritten is not part of this one.
     this.deps.conversation.dropDeferred();
     try {
-      const start = options.started ? "started" : options.countAttempt === false ? "resume" : "count";
       return await this.runTurn(inboxId, userMessage, progress, start);
     } catch (error) {
       if (!isDatabaseUnavailable(error)) throw error;
