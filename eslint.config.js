@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["**/node_modules/**", "**/dist/**", "data/**", "cache/**", "**/web/**/*.js"] },
+  { ignores: ["**/node_modules/**", "**/dist/**", "**/bundle/**", "data/**", "cache/**", "**/web/**/*.js"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

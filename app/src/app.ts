@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname, isAbsolute, join, relative } from "node:path";
 import {
   ConfigError,
   closeServer,
@@ -34,7 +33,8 @@ import { createReauthHandler } from "./auth/reauth.js";
 import { ConversationStore } from "./agent/conversation.js";
 import { SystemPromptCache } from "./agent/prompt-cache.js";
 import { StartupPhases } from "./startup-phases.js";
-import { loadProviderModule } from "./agent/warm-up.js";
+import { APP_LAYOUT } from "./app-dir.js";
+import { loadProviderModule, preconnect } from "./agent/warm-up.js";
 import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
 import { redactManagePluginsArguments } from "./tools/manage-plugins.js";
@@ -60,8 +60,6 @@ import { DeliveryStore } from "./delivery/store.js";
 import { DeliveryWorker, type ChannelSender } from "./delivery/worker.js";
 import { UsageMeter, type UsageRecord } from "./usage/meter.js";
 import { spendOfAssistant, spendOfCall } from "./usage/pricing.js";
-
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
 export interface AppOptions {
   env: NodeJS.ProcessEnv;
@@ -101,8 +99,10 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   const config = loadConfig(configPath);
   const internalSecret = resolveInternalSecret({ env, file: secretFile, create: true });
   const model = resolveModel(config);
-  // Meanwhile: the provider's client library, which the first turn would otherwise load.
+  // Meanwhile: the provider's client library and a connection to its host, which the first turn
+  // would otherwise load and open.
   const providerLoaded = loadProviderModule(model.api);
+  void preconnect(model.baseUrl);
   const keySource = createApiKeySource(config, { logger: logger.child("auth") });
   const { getApiKey, oauth } = keySource;
   // A key from authFile is not a start-up matter: a missing or broken login is fixed at /login
@@ -453,7 +453,14 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     // The first turn finds the conversation, the provider's library and the connections ready; the
     // system prompt is composed in the background (the plugin-runner may still be starting).
     phases.end("services and state");
-    void systemPrompt.get().catch(() => undefined);
+    const priming = new AbortController();
+    cleanup.unshift(async () => priming.abort());
+    const runnerAnswers = () =>
+      pluginRunner.request("GET", "/health", { retries: 0, timeoutMs: 1_000 }).then(
+        () => true,
+        () => false,
+      );
+    void systemPrompt.prime(runnerAnswers, { signal: priming.signal });
     await Promise.all([conversation.current(), providerLoaded, db.relaxed.query("SELECT 1")]);
     phases.end("warm-up");
     const handed = await answers.recover();
@@ -515,7 +522,8 @@ async function closeAll(cleanup: (() => Promise<void>)[]): Promise<void> {
 
 /** Files shipped at the repo root (or copied beside the build in the container image). */
 function findFile(name: string): string {
-  const candidates = [join(process.cwd(), name), join(repoRoot, name), join(repoRoot, "..", name)];
+  const root = APP_LAYOUT.rootDir;
+  const candidates = [join(process.cwd(), name), join(root, name), join(root, "..", name)];
   const found = candidates.find((path) => {
     try {
       readFileSync(path);

@@ -1,38 +1,4 @@
-import { ConfigError, createLogger, isMainModule } from "@stavrobot/common";
-import { startApp, type RunningApp } from "./app.js";
+// The app as its own process (the container image runs this): config from the environment.
+import { main } from "./run.js";
 
-/** Starts the app and shuts it down cleanly on SIGINT/SIGTERM (the embedded database must close). */
-export async function main(
-  env: NodeJS.ProcessEnv = process.env,
-  beforeExit: () => Promise<void> = async () => {},
-): Promise<RunningApp> {
-  const logger = createLogger("app");
-  let app: RunningApp;
-  try {
-    app = await startApp({ env, logger });
-  } catch (error) {
-    await beforeExit();
-    if (error instanceof ConfigError) {
-      logger.error(error.message);
-      process.exit(78);
-    }
-    throw error;
-  }
-  let closing = false;
-  const shutdown = (signal: string) => {
-    if (closing) return;
-    closing = true;
-    logger.info("shutting down", { signal });
-    void app
-      .close()
-      .then(beforeExit)
-      .then(() => process.exit(0));
-  };
-  process.on("SIGINT", () => shutdown("SIGINT"));
-  process.on("SIGTERM", () => shutdown("SIGTERM"));
-  return app;
-}
-
-if (isMainModule(import.meta.url)) {
-  await main();
-}
+await main();

@@ -5,15 +5,15 @@
  * python-runner always, the coder when `[coder]` is configured, the Signal bridge when `[signal]`.
  */
 import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { z } from "zod";
 import { EXIT_CONFIG, createLogger, errorMessage, parseEnv } from "@stavrobot/common";
+import { APP_LAYOUT } from "./app-dir.js";
 import { loadConfig, type AppConfig } from "./config.js";
 import { parseAppEnv } from "./env.js";
 import { startSibling, type Sibling } from "./local/sibling.js";
 import { toolPathFor } from "./local/tool-path.js";
-import { main } from "./main.js";
+import { main } from "./run.js";
 import { resolvePaths } from "./paths.js";
 
 /** A sibling's loopback port: the app is told where it is, so "any free port" (0) will not do. */
@@ -59,12 +59,9 @@ const common = {
   STAVROBOT_INTERNAL_SECRET_FILE: paths.secretFile,
   ...pick(["STAVROBOT_INTERNAL_SECRET"]),
 };
-// Run compiled (npm start: app/dist) the siblings run compiled too; from sources (tests) from sources.
-const compiled = import.meta.url.endsWith(".js");
-const entry = (service: string) =>
-  fileURLToPath(
-    new URL(compiled ? `../../${service}/dist/main.js` : `../../${service}/src/main.ts`, import.meta.url),
-  );
+// The siblings run the way this launcher does: bundled (npm start), compiled, or from sources (tests).
+const { rootDir, codeDir } = APP_LAYOUT;
+const entry = (service: string) => join(rootDir, service, codeDir, codeDir === "src" ? "main.ts" : "main.js");
 const pluginsDir = join(paths.dataDir, "plugins");
 
 const siblings: Sibling[] = [

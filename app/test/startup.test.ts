@@ -1,13 +1,13 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
-import { startFakeAnthropic, type FakeLlmServer } from "@stavrobot/common/test-support";
+import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { createTestDatabase, type TestDatabase } from "./helpers/db.js";
-import { configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
-import { repoRoot, startAppProcess, type AppProcess } from "./helpers/process.js";
+import { PASSWORD, configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
+import { NPM_START, repoRoot, startAppProcess, type AppProcess } from "./helpers/process.js";
 
 let dir: string;
 let database: TestDatabase | undefined;
@@ -118,6 +118,53 @@ describe("npm start", () => {
     },
     30_000,
   );
+
+  it("runs every service from its bundle: a turn with a tool, the web UI's files, the siblings", async () => {
+    fake = await startFakeAnthropic();
+    fake.setResponder((request) =>
+      request.lastUserText.includes("use a tool")
+        ? toolTurn("execute_sql", { query: "SELECT 41 + 1 AS answer" })
+        : textTurn("the answer is 42"),
+    );
+    testEnv = await createTestEnv(configFor(fake));
+    running = await startAppProcess(testEnv.env, 120_000, NPM_START);
+    expect(existsSync(join(repoRoot, "app", "bundle", "start-local.js"))).toBe(true);
+    const { runnerPort, pythonRunnerPort } = running;
+    await vi.waitFor(
+      async () => {
+        expect(await healthy(runnerPort)).toBe(true);
+        expect(await healthy(pythonRunnerPort)).toBe(true);
+      },
+      { timeout: 30_000, interval: 100 },
+    );
+    // pi-ai, the Anthropic client it loads on demand, the tool and the database, all bundled.
+    const reply = await post(running.port, "/chat", { message: "use a tool" });
+    expect(reply.body.response).toBe("the answer is 42");
+    // The tool ran against the database and its result went back to the model.
+    expect(JSON.stringify(fake.requests.at(-1)?.body)).toContain(
+      '"tool_result","tool_use_id":"toolu_1","content":"rows[1]{answer}:\\n  42"',
+    );
+    // The web UI's files are found beside the bundle (app/web), as beside the sources.
+    const authorization = basicAuthHeader(PASSWORD);
+    for (const [path, text] of [
+      ["/login", "<html"],
+      ["/", "<html"],
+    ]) {
+      const page = await fetch(`http://127.0.0.1:${running.port}${path}`, {
+        headers: { Authorization: authorization },
+      });
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain(text);
+    }
+    // The plugin list was read for the prompt once the runner answered: no warning at start.
+    expect(running.output()).not.toContain("could not list plugins");
+    expect(await running.stop("SIGTERM")).toBe(0);
+
+    // Nothing changed since: the next start runs the same bundles without bundling again.
+    running = await startAppProcess(testEnv.env, 60_000, NPM_START);
+    expect(running.output()).not.toContain("Bundling");
+    expect((await post(running.port, "/chat", { message: "again" })).body.response).toBe("the answer is 42");
+  }, 180_000);
 
   it("runs the python-runner, and the coder when [coder] is set, and stops them all on SIGTERM", async () => {
     fake = await startFakeAnthropic();

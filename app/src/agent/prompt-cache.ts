@@ -49,6 +49,31 @@ export class SystemPromptCache<K> {
     return prompt;
   }
 
+  /**
+   * Composes the prompt before the first turn needs it. The plugin list comes from the
+   * plugin-runner, which starts beside the app and may answer later than the app does: this waits
+   * (every `delayMs`, `attempts` times at most, until `signal` aborts) for `ready` to say it
+   * answers, so the first turn neither asks for the list itself nor finds a prompt without it.
+   */
+  async prime(
+    ready: () => Promise<boolean>,
+    {
+      attempts = 100,
+      delayMs = 100,
+      signal,
+    }: { attempts?: number; delayMs?: number; signal?: AbortSignal } = {},
+  ): Promise<boolean> {
+    for (let attempt = 1; attempt <= attempts && !signal?.aborted; attempt++) {
+      if (await ready()) {
+        if (signal?.aborted) break;
+        await this.get().catch(() => undefined);
+        if (this.plugins) return true;
+      }
+      await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
+    }
+    return false;
+  }
+
   invalidate(part: "knowledge" | "plugins"): void {
     if (part === "knowledge") this.knowledge = undefined;
     else this.plugins = undefined;

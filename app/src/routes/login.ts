@@ -1,13 +1,10 @@
 import { readFile } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { readValidJson, type Reply, type Router } from "@stavrobot/common";
 import { z } from "zod";
 import type { LoginEvent, LoginFlows } from "../auth/login-flow.js";
-
-/** `app/web`, from `app/src/routes` and from `app/dist/routes` alike. */
-const WEB_DIR = fileURLToPath(new URL("../../web/", import.meta.url));
+import { WEB_DIR } from "../web/pages.js";
 
 /** The page's own files (until the web UI's `/assets/` route serves them). */
 const FILES: Record<string, string> = {

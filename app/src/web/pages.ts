@@ -1,11 +1,11 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Handler } from "@stavrobot/common";
+import { APP_LAYOUT } from "../app-dir.js";
 import { UI_HEADERS } from "./security.js";
 
-/** `app/web`, beside `src` (and beside `dist` in the image). */
-export const WEB_DIR = fileURLToPath(new URL("../../web", import.meta.url));
+/** `app/web`, beside the code (`src`, `dist` in the image, or the bundle `npm start` runs). */
+export const WEB_DIR = join(APP_LAYOUT.appDir, "web");
 
 export interface UiPage {
   path: string;

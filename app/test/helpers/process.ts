@@ -19,33 +19,38 @@ export interface AppProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Runs the app exactly as `npm start` does, as a separate process, and waits for /health. */
-export async function startAppProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<AppProcess> {
+/** The launcher from its sources (what most tests run: no bundling step). */
+export const LAUNCHER_FROM_SOURCES = ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"];
+/** `npm start` itself (package.json's "start" script): bundles when needed, runs the bundles. */
+export const NPM_START = ["scripts/start.mjs"];
+
+/** Runs the launcher `npm start` runs, as a separate process, and waits for /health. */
+export async function startAppProcess(
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 60_000,
+  command: string[] = LAUNCHER_FROM_SOURCES,
+): Promise<AppProcess> {
   const port = await freePort();
   const internalPort = await freePort();
   const runnerPort = await freePort();
   const pythonRunnerPort = await freePort();
   const coderPort = await freePort();
   const signalBridgePort = await freePort();
-  const child = spawn(
-    process.execPath,
-    ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"],
-    {
-      cwd: repoRoot,
-      env: {
-        ...env,
-        PORT: String(port),
-        INTERNAL_PORT: String(internalPort),
-        PLUGIN_RUNNER_PORT: String(runnerPort),
-        PYTHON_RUNNER_PORT: String(pythonRunnerPort),
-        CODER_PORT: String(coderPort),
-        SIGNAL_BRIDGE_PORT: String(signalBridgePort),
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-      // Its own process group: stop() reaches the sibling services too and waits for them all.
-      detached: true,
+  const child = spawn(process.execPath, command, {
+    cwd: repoRoot,
+    env: {
+      ...env,
+      PORT: String(port),
+      INTERNAL_PORT: String(internalPort),
+      PLUGIN_RUNNER_PORT: String(runnerPort),
+      PYTHON_RUNNER_PORT: String(pythonRunnerPort),
+      CODER_PORT: String(coderPort),
+      SIGNAL_BRIDGE_PORT: String(signalBridgePort),
     },
-  );
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group: stop() reaches the sibling services too and waits for them all.
+    detached: true,
+  });
   let log = "";
   child.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()));
   child.stderr?.on("data", (chunk: Buffer) => (log += chunk.toString()));

@@ -1,0 +1,58 @@
+// The bundles `npm start` runs: each service's entry and what it imports, our sources and the
+// libraries alike, in one file per service (plus chunks loaded on demand, such as the providers
+// of models not configured). Node loads one file much faster than the ~1,000 small modules the
+// app's libraries are made of (typebox alone is ~680): see DECISIONLOG.md.
+//
+// Each service's bundle goes to `<service>/bundle/`, beside its `src/` and `dist/`, so paths the
+// code finds from its own location (the web UI's files, the coder's prompts) stay the same.
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { build } from "esbuild";
+
+/** Each service and its entry under `src/`. */
+export const ENTRIES = {
+  app: "start-local.ts",
+  "plugin-runner": "main.ts",
+  "python-runner": "main.ts",
+  coder: "main.ts",
+  "signal-bridge": "main.ts",
+};
+
+/**
+ * Left to Node at run time: PGlite and proxy-agent (Bedrock behind a proxy) find files beside
+ * their own modules; the other two are optional imports of libraries (pg's native binding,
+ * Mistral's telemetry) that are not installed.
+ */
+const EXTERNAL = ["@electric-sql/pglite", "proxy-agent", "pg-native", "@opentelemetry/api"];
+
+/** Libraries written as CommonJS call `require` (for Node's own modules), which ESM lacks. */
+const BANNER =
+  'import { createRequire as __stavrobotRequire } from "node:module";\n' +
+  "const require = __stavrobotRequire(import.meta.url);";
+
+/** Bundles every service of the repository at `root` (replacing earlier bundles). */
+export async function bundleAll(root) {
+  await Promise.all(
+    Object.entries(ENTRIES).map(([service, entry]) => {
+      const outdir = join(root, service, "bundle");
+      rmSync(outdir, { recursive: true, force: true });
+      return build({
+        entryPoints: [join(root, service, "src", entry)],
+        outdir,
+        bundle: true,
+        splitting: true,
+        format: "esm",
+        platform: "node",
+        target: "node20",
+        // Our own packages from their TypeScript sources: no separate compile step.
+        conditions: ["source"],
+        external: EXTERNAL,
+        banner: { js: BANNER },
+        // Error names and class names in logs stay the ones in the sources.
+        keepNames: true,
+        sourcemap: "linked",
+        logLevel: "warning",
+      });
+    }),
+  );
+}
