@@ -165,6 +165,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const areas = new FileAreas(filesDir);
     await areas.ensure();
     const inbox = new InboxStore(db, db.relaxed);
+    // After the servers have closed (cleanup runs newest first), before the database does.
+    cleanup.unshift(() => inbox.flushDelivered().catch(() => undefined));
 
     // Channels, the owner, the allowlist and the delivery outbox.
     const ownerIds = {

@@ -1,4 +1,4 @@
-import type { Queryable, StatementPart } from "./database.js";
+import { withParts, type Queryable, type StatementPart } from "./database.js";
 import { sanitizeDeep, sanitizeText, type Attachment } from "@stavrobot/common";
 import type { TelegramMediaRef } from "../channels/telegram/inbound.js";
 
@@ -74,6 +74,14 @@ export function finishChange(
   };
 }
 
+/** Answers received: their flag, riding another statement. */
+function deliveredChange(ids: number[]): InboxChange {
+  return { sql: (p) => `UPDATE inbox SET delivered = true WHERE id = ANY($${p}::int[])`, params: [ids] };
+}
+
+/** How long a "received" flag may wait for the next insert before it is written alone. */
+const DELIVERED_WRITE_MS = 1_000;
+
 /** A finished reply nobody has seen yet, with the message it answers. */
 export interface UndeliveredAnswer {
   id: number;
@@ -88,6 +96,9 @@ export class InboxStore {
   private readonly unseen = new Set<number>();
   /** Whether the database was asked (since start) for unseen answers and had none left. */
   private backlogChecked = false;
+  /** Answers received (`noteDelivered`) whose flag is not written yet. */
+  private readonly deliveredUnwritten = new Set<number>();
+  private deliveredTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly db: Queryable,
@@ -107,9 +118,12 @@ export class InboxStore {
     options: { start?: boolean } = {},
   ): Promise<{ entry: InboxEntry; duplicate: boolean }> {
     // `start`: the queue is idle and runs the entry at once, so it is saved already `processing`
-    // with its first attempt counted, sparing the turn a commit of its own to say so.
+    // with its first attempt counted, sparing the turn a commit of its own to say so. The
+    // "received" flags of earlier answers ride along.
+    const seen = [...this.deliveredUnwritten];
+    const parts = withParts(seen.length > 0 ? [deliveredChange(seen)] : [], 7);
     const result = await this.db.query<InboxRow>(
-      `INSERT INTO inbox (source, sender, payload, idempotency_key, status, attempts)
+      `${parts.sql}INSERT INTO inbox (source, sender, payload, idempotency_key, status, attempts)
        VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING ${columns}`,
@@ -120,8 +134,10 @@ export class InboxStore {
         idempotencyKey ?? null,
         options.start ? "processing" : "pending",
         options.start ? 1 : 0,
+        ...parts.params,
       ],
     );
+    this.written(seen);
     const row = result.rows[0];
     if (row) return { entry: toEntry(row), duplicate: false };
     const existing = await this.db.query<InboxRow>(
@@ -185,15 +201,54 @@ export class InboxStore {
     ]);
   }
 
+  /** Flags answers as received, now. */
   async markDelivered(ids: number[]): Promise<void> {
     if (ids.length === 0) return;
     for (const id of ids) this.unseen.delete(id);
     try {
       await this.relaxed.query("UPDATE inbox SET delivered = true WHERE id = ANY($1::int[])", [ids]);
+      this.written(ids);
     } catch (error) {
       // Not marked after all: the next console reply asks the database again.
       this.backlogChecked = false;
       throw error;
+    }
+  }
+
+  /**
+   * Flags answers as received, soon: with the next message's insert (the next message usually
+   * follows), or alone after `DELIVERED_WRITE_MS`, or when the app closes; one statement less per
+   * turn. Meanwhile this store leaves them out of `undelivered` itself. A crash before the write
+   * shows them once more at the next start, as losing a relaxed commit could.
+   */
+  noteDelivered(ids: number[]): void {
+    if (ids.length === 0) return;
+    for (const id of ids) {
+      this.unseen.delete(id);
+      this.deliveredUnwritten.add(id);
+    }
+    this.deliveredTimer ??= setTimeout(() => {
+      this.deliveredTimer = undefined;
+      // Failed (the database is away): kept, and tried again with the next insert or note.
+      void this.flushDelivered().catch(() => undefined);
+    }, DELIVERED_WRITE_MS).unref();
+  }
+
+  /** Writes the flags `noteDelivered` still holds (before the app closes). */
+  async flushDelivered(): Promise<void> {
+    clearTimeout(this.deliveredTimer);
+    this.deliveredTimer = undefined;
+    const ids = [...this.deliveredUnwritten];
+    if (ids.length === 0) return;
+    await this.relaxed.query("UPDATE inbox SET delivered = true WHERE id = ANY($1::int[])", [ids]);
+    this.written(ids);
+  }
+
+  private written(ids: number[]): void {
+    for (const id of ids) this.deliveredUnwritten.delete(id);
+    if (this.deliveredUnwritten.size === 0) {
+      clearTimeout(this.deliveredTimer);
+      this.deliveredTimer = undefined;
     }
   }
 
@@ -213,7 +268,9 @@ export class InboxStore {
        ORDER BY id DESC LIMIT $1`,
       [limit],
     );
-    return result.rows.map((row) => ({ ...toEntry(row), response: row.response }));
+    return result.rows
+      .filter((row) => !this.deliveredUnwritten.has(row.id))
+      .map((row) => ({ ...toEntry(row), response: row.response }));
   }
 
   /**
@@ -243,8 +300,9 @@ export class InboxStore {
        ORDER BY id LIMIT 20`,
       [beforeId, "owner" in audience ? channels : audience.source],
     );
-    if (owner && result.rows.length === 0) this.backlogChecked = true;
-    return result.rows.map((row) => ({
+    const rows = result.rows.filter((row) => !this.deliveredUnwritten.has(row.id));
+    if (owner && rows.length === 0) this.backlogChecked = true;
+    return rows.map((row) => ({
       id: row.id,
       source: row.source,
       message: row.payload.message ?? "",

@@ -58,7 +58,7 @@ export class AnswerDelivery {
       void worker.kick();
     }
     // Queued (or nothing to say): the console must not show it again.
-    await inbox.markDelivered([entry.id]);
+    inbox.noteDelivered([entry.id]);
   }
 
   /**

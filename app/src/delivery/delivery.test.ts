@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -160,6 +160,27 @@ describe("answers to their audience", () => {
     return entry.id;
   }
 
+  it("writes a received flag with the next message's insert, or alone after a second", async () => {
+    const flags = async () =>
+      (await db.query<{ id: number; delivered: boolean }>("SELECT id, delivered FROM inbox ORDER BY id"))
+        .rows;
+    const first = await finished("cli", null, "one");
+    inbox.noteDelivered([first]);
+    // Not written yet, but no longer offered as a missed answer.
+    expect((await flags())[0]).toEqual({ id: first, delivered: false });
+    expect(await inbox.undelivered({ owner: true }, first + 1)).toEqual([]);
+    // The next message's insert carries it: no statement of its own.
+    const { entry } = await inbox.add("cli", null, { message: "next", attachments: [] });
+    expect((await flags())[0]).toEqual({ id: first, delivered: true });
+    await inbox.finish(entry.id, "done", "two");
+    inbox.noteDelivered([entry.id]);
+    // Nothing follows: written alone after about a second.
+    await vi.waitFor(async () => expect((await flags())[1]).toEqual({ id: entry.id, delivered: true }), {
+      timeout: 5_000,
+      interval: 100,
+    });
+  });
+
   it("hands an answer to the outbox once, and a crash between finishing and handing it over loses nothing", async () => {
     const channel = new ScriptedChannel();
     const worker = new DeliveryWorker({ store, channels: { telegram: channel }, logger: silentLogger });
@@ -186,6 +207,10 @@ describe("answers to their audience", () => {
     expect(await answers.recover()).toBe(1);
     await worker.kick();
     expect(channel.sent.sort()).toEqual(["1001:Water the plants.", "2002:hello friend"]);
+    // Their "received" flags wait for the next write (or a second); the store leaves them out
+    // of what is undelivered meanwhile.
+    expect((await inbox.recentUndelivered(10)).map((entry) => entry.id)).toEqual([console]);
+    await inbox.flushDelivered();
     const delivered = await db.query<{ id: number; delivered: boolean }>(
       "SELECT id, delivered FROM inbox ORDER BY id",
     );

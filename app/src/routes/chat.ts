@@ -95,7 +95,7 @@ export function createChatHandler(deps: ChatDeps): Handler {
     const missed = await deps.inbox.undelivered(audience, submitted.id, CHANNEL_SOURCES).catch(() => []);
     // A steering acknowledgement is not the message's reply: that one is settled after the turn.
     const seen = [...(submitted.steered ? [] : [submitted.id]), ...missed.map((m) => m.id)];
-    res.once("finish", () => void deps.inbox.markDelivered(seen).catch(() => {}));
+    res.once("finish", () => deps.inbox.noteDelivered(seen));
     return { json: { response: withMissedReplies(reply, missed) } };
   };
 }
@@ -115,6 +115,8 @@ function isStop(body: ChatRequest): boolean {
 
 /** Attachments must already live in the uploads directory (no reading arbitrary files). */
 async function checkAttachments(attachments: Attachment[], uploadsDir: string): Promise<Attachment[]> {
+  // Most messages have none: no file system call (each is a hop through libuv's thread pool).
+  if (attachments.length === 0) return [];
   const root = await realpath(uploadsDir);
   const checked: Attachment[] = [];
   for (const attachment of attachments) {
@@ -167,6 +169,7 @@ function decodeField(data: string, field: string): Buffer {
 }
 
 async function storeFiles(files: DecodedFile[], uploadsDir: string): Promise<Attachment[]> {
+  if (files.length === 0) return [];
   await mkdir(uploadsDir, { recursive: true });
   const root = await realpath(uploadsDir);
   const stored: Attachment[] = [];
