@@ -35,6 +35,7 @@ import { SystemPromptCache } from "./agent/prompt-cache.js";
 import { StartupPhases } from "./startup-phases.js";
 import { APP_LAYOUT } from "./app-dir.js";
 import { loadProviderModule, preconnect } from "./agent/warm-up.js";
+import { rehearseTurnWrites } from "./agent/rehearsal.js";
 import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
 import { redactManagePluginsArguments } from "./tools/manage-plugins.js";
@@ -60,6 +61,9 @@ import { DeliveryStore } from "./delivery/store.js";
 import { DeliveryWorker, type ChannelSender } from "./delivery/worker.js";
 import { UsageMeter, type UsageRecord } from "./usage/meter.js";
 import { spendOfAssistant, spendOfCall } from "./usage/pricing.js";
+
+/** How long after listening the turn's writes are rehearsed (`agent/rehearsal.ts`). */
+const REHEARSAL_DELAY_MS = 250;
 
 export interface AppOptions {
   env: NodeJS.ProcessEnv;
@@ -453,7 +457,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     // Before listening: answers a crash kept from their audience, then unfinished messages,
     // ahead of anything new.
     // The first turn finds the conversation, the provider's library and the connections ready; the
-    // system prompt is composed in the background (the plugin-runner may still be starting).
+    // system prompt is composed in the background once the plugin-runner answers, and the turn's
+    // writes are rehearsed in the background once listening.
     phases.end("services and state");
     const priming = new AbortController();
     cleanup.unshift(async () => priming.abort());
@@ -480,6 +485,14 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const boundInternal = await listen(internal, internalPort, settings.INTERNAL_HOST ?? host);
     cleanup.unshift(() => closeServer(internal));
     worker.start();
+    // Requests that come at once (a client waiting for the start) go first; a turn arriving while
+    // it runs waits for it (PGlite's one connection) or runs beside it (a server).
+    let rehearsal: Promise<void> | undefined;
+    const rehearse = setTimeout(() => (rehearsal = rehearseTurnWrites(db, timezone)), REHEARSAL_DELAY_MS);
+    cleanup.unshift(async () => {
+      clearTimeout(rehearse);
+      await rehearsal;
+    });
     if (telegramApi) {
       const stop = registerWebhook(telegramApi, {
         url: `${publicHostname}/telegram/webhook`,
