@@ -205,8 +205,9 @@ export class InboxStore {
   async markDelivered(ids: number[]): Promise<void> {
     if (ids.length === 0) return;
     for (const id of ids) this.unseen.delete(id);
+    const change = deliveredChange(ids);
     try {
-      await this.relaxed.query("UPDATE inbox SET delivered = true WHERE id = ANY($1::int[])", [ids]);
+      await this.relaxed.query(change.sql(1), change.params);
       this.written(ids);
     } catch (error) {
       // Not marked after all: the next console reply asks the database again.
@@ -234,14 +235,11 @@ export class InboxStore {
     }, DELIVERED_WRITE_MS).unref();
   }
 
-  /** Writes the flags `noteDelivered` still holds (before the app closes). */
+  /** Writes the flags `noteDelivered` still holds (before the app closes); kept if it fails. */
   async flushDelivered(): Promise<void> {
     clearTimeout(this.deliveredTimer);
     this.deliveredTimer = undefined;
-    const ids = [...this.deliveredUnwritten];
-    if (ids.length === 0) return;
-    await this.relaxed.query("UPDATE inbox SET delivered = true WHERE id = ANY($1::int[])", [ids]);
-    this.written(ids);
+    await this.markDelivered([...this.deliveredUnwritten]);
   }
 
   private written(ids: number[]): void {
