@@ -35,6 +35,8 @@ import { SystemPromptCache } from "./agent/prompt-cache.js";
 import { StartupPhases } from "./startup-phases.js";
 import { APP_LAYOUT } from "./app-dir.js";
 import { loadProviderModule, preconnect } from "./agent/warm-up.js";
+import { AnthropicWire } from "./agent/anthropic/client.js";
+import { modelStreamVia } from "./agent/model-stream.js";
 import { rehearseTurnWrites } from "./agent/rehearsal.js";
 import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
@@ -103,19 +105,24 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   const config = loadConfig(configPath);
   const internalSecret = resolveInternalSecret({ env, file: secretFile, create: true });
   const model = resolveModel(config);
-  // Meanwhile: the provider's client library and a connection to its host, which the first turn
-  // would otherwise load and open.
-  const providerLoaded = loadProviderModule(model.api);
-  void preconnect(model.baseUrl);
   const keySource = createApiKeySource(config, { logger: logger.child("auth") });
   const { getApiKey, oauth } = keySource;
   // A key from authFile is not a start-up matter: a missing or broken login is fixed at /login
   // without a restart, and a turn meanwhile says so. Nothing here waits for a refresh.
+  const startKey = oauth ? undefined : await getApiKey(model.provider);
   const notConfigured =
-    oauth || (await getApiKey(model.provider))
+    oauth || startKey
       ? undefined
       : `The assistant has no LLM provider key yet. Add apiKey = "..." (or authFile) to ${configPath} and restart.`;
   if (notConfigured) logger.warn(notConfigured);
+  // Meanwhile: the model's client and a connection to its host, which the first turn would
+  // otherwise load and open. A Messages API model with an API key is served by the assistant's
+  // own client (`agent/anthropic`), which needs no library of pi-ai's loaded.
+  const wire = new AnthropicWire();
+  const callModels = modelStreamVia(wire);
+  const direct = AnthropicWire.handles(model, startKey);
+  const providerLoaded = direct ? Promise.resolve() : loadProviderModule(model.api);
+  void (direct ? wire.preconnect(model.baseUrl) : preconnect(model.baseUrl));
   phases.end("config");
 
   const embedded = !usesServer(env);
@@ -138,6 +145,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   // unreachable by others); they are made owner-only again once it has closed.
   const cleanup: (() => Promise<void>)[] = [
     async () => {
+      wire.close();
       await db.close();
       if (embedded) await securePrivateState({ dirs: [], trees: [pgliteDir], files: [] });
     },
@@ -340,6 +348,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       : undefined;
     const engine = new TurnEngine({
       db,
+      stream: callModels,
       conversation,
       startChange: processingChange,
       model,
@@ -401,6 +410,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         await compactIfNeeded({
           conversation,
           model,
+          complete: (callModel, context, callOptions) =>
+            callModels(callModel, context, callOptions ?? {}).result(),
           getApiKey,
           budget,
           logger: logger.child("compaction"),

@@ -1,17 +1,11 @@
 import { Agent, type AgentMessage, type StreamFn, type ThinkingLevel } from "@mariozechner/pi-agent-core";
-import {
-  streamSimple,
-  type Api,
-  type AssistantMessage,
-  type Model,
-  type UserMessage,
-} from "@mariozechner/pi-ai";
+import { type Api, type AssistantMessage, type Model, type UserMessage } from "@mariozechner/pi-ai";
 import { errorMessage, sanitizeDeep, type Logger } from "@stavrobot/common";
 import { isDatabaseUnavailable, type Database } from "../db/database.js";
 import type { Companion, ConversationStore } from "./conversation.js";
 import type { AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "./model.js";
-import { leanPayload } from "./payload.js";
+import { modelStreamVia, type ModelStream } from "./model-stream.js";
 import { redactToolCalls, scrubToolResult, type ArgumentRedactor } from "./redact.js";
 import { truncateToBudget, type TokenBudget } from "./tokens.js";
 
@@ -25,6 +19,8 @@ export interface TurnDeps {
   thinkingLevel: ThinkingLevel;
   maxTokens: number | undefined;
   tools: () => AnyAgentTool[];
+  /** How the model is called (default: pi-ai's `streamSimple`). */
+  stream?: ModelStream;
   systemPrompt: () => Promise<string>;
   getApiKey: ApiKeySource;
   budget: TokenBudget;
@@ -131,6 +127,7 @@ export class TurnEngine {
 
     const messages = await this.history(inboxId, userMessage, start);
     const maxTokens = deps.maxTokens;
+    const stream = deps.stream ?? modelStreamVia(undefined);
     // Whether the latest model call got as far as a request to the provider: an error before that
     // (the library refusing the history, a message it cannot convert) happens again on a retry.
     let reachedProvider = false;
@@ -139,14 +136,11 @@ export class TurnEngine {
       // Thrown here, the Agent reports it as the turn's error; no request was made.
       const refusal = deps.refuseModelCall?.();
       if (refusal) throw new Error(refusal);
-      return streamSimple(model, context, {
+      return stream(model, context, {
         ...options,
         ...(maxTokens ? { maxTokens } : {}),
         cacheRetention: "short",
-        onPayload: async (payload, payloadModel) => {
-          reachedProvider = true;
-          return leanPayload((await options?.onPayload?.(payload, payloadModel)) ?? payload);
-        },
+        onRequest: () => (reachedProvider = true),
       });
     };
     const agent = new Agent({
