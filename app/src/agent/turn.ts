@@ -72,6 +72,7 @@ interface PendingSteer {
 export class TurnEngine {
   private agent: Agent | undefined;
   private steers: PendingSteer[] = [];
+  private summarised: { from: UserMessage; summary: string; message: UserMessage } | undefined;
 
   constructor(private readonly deps: TurnDeps) {}
 
@@ -285,8 +286,33 @@ export class TurnEngine {
     } else {
       await this.deps.conversation.flush(this.deps.startChange(inboxId, start !== "resume"));
     }
-    if (conversation.summary) prependSummary(messages, conversation.summary.text);
+    if (conversation.summary) this.prependSummary(messages, conversation.summary.text);
     return messages;
+  }
+
+  /**
+   * The summary of compacted messages rides at the front of the first user message. The combined
+   * message is kept while neither changes: the same object every turn lets the request reuse what
+   * it encoded before (`agent/anthropic`).
+   */
+  private prependSummary(messages: AgentMessage[], summary: string): void {
+    const index = messages.findIndex((message) => message.role === "user");
+    const first = messages[index];
+    if (!first || first.role !== "user") return;
+    const kept = this.summarised;
+    if (kept?.from === first && kept.summary === summary) {
+      messages[index] = kept.message;
+      return;
+    }
+    const block = {
+      type: "text" as const,
+      text: `[Summary of earlier conversation]\n${summary}\n[End of summary]`,
+    };
+    const content =
+      typeof first.content === "string" ? [{ type: "text" as const, text: first.content }] : first.content;
+    const message: UserMessage = { ...first, content: [block, ...content] };
+    this.summarised = { from: first, summary, message };
+    messages[index] = message;
   }
 
   private claimSteer(message: AgentMessage): PendingSteer | undefined {
@@ -315,18 +341,4 @@ export function isRetryableProviderError(message: string): boolean {
   const status = /^(\d{3})\b/.exec(message.trim())?.[1];
   if (status && status.startsWith("4")) return status === "429" || status === "408";
   return !/\b(401|403)\b.*(auth|key|permission)/i.test(message);
-}
-
-/** The summary of compacted messages rides at the front of the first user message. */
-function prependSummary(messages: AgentMessage[], summary: string): void {
-  const index = messages.findIndex((message) => message.role === "user");
-  const first = messages[index];
-  if (!first || first.role !== "user") return;
-  const block = {
-    type: "text" as const,
-    text: `[Summary of earlier conversation]\n${summary}\n[End of summary]`,
-  };
-  const content =
-    typeof first.content === "string" ? [{ type: "text" as const, text: first.content }] : first.content;
-  messages[index] = { ...first, content: [block, ...content] };
 }

@@ -174,17 +174,34 @@ function marked(block: string, cacheControl: CacheControl): string {
   return `${block.slice(0, -1)},"cache_control":${json(cacheControl)}}`;
 }
 
+/** Where a request's conversion can resume next time: after a final answer, all state settled. */
+interface Checkpoint {
+  key: string;
+  /** The messages up to it (compared by identity). */
+  messages: Message[];
+  /** Their JSON, comma-separated, without the brackets. */
+  bytes: Buffer;
+  renamed: Map<string, string>;
+}
+
+const COMMA = Buffer.from(",");
+const OPEN = Buffer.from("[");
+const CLOSE = Buffer.from("]");
+
 /**
  * Converts histories for one model, keeping each message's JSON between requests. Messages are
  * kept by identity (a WeakMap): the history's objects are reused from turn to turn, and a message
- * that is rebuilt (a summary prepended to the first user message) is simply converted again.
+ * that is rebuilt is simply converted again. The encoded history up to the last final answer is
+ * kept too: the next request, which repeats it and adds a few messages, encodes only those.
  */
 export class MessageWire {
   private readonly entries = new WeakMap<Message, Entry>();
+  private checkpoint: Checkpoint | undefined;
 
-  /** The `messages` array of a request, as JSON text. */
-  messagesJson(messages: Message[], model: Model<Api>, cacheControl: CacheControl | undefined): string {
+  /** The `messages` array of a request, as JSON bytes. */
+  messagesJson(messages: Message[], model: Model<Api>, cacheControl: CacheControl | undefined): Buffer {
     const key = `${model.provider}\n${model.api}\n${model.id}\n${model.input.join(",")}`;
+    const resumed = this.resume(messages, key);
     const out: string[] = [];
     /** The last message written is a user message with these blocks (for the cache breakpoint). */
     let lastUser: { blocks: string[] } | { text: string } | undefined;
@@ -192,7 +209,9 @@ export class MessageWire {
     let pending: { sent: string; name: string }[] = [];
     let answered = new Set<string>();
     /** Ids another model's calls were renamed to, for their results. */
-    const renamed = new Map<string, string>();
+    const renamed = new Map(resumed?.renamed);
+    /** The latest point to resume from next time: messages consumed and messages written. */
+    let settled: { count: number; written: number; renamed: Map<string, string> } | undefined;
 
     const closeCalls = () => {
       for (const call of pending) {
@@ -211,7 +230,8 @@ export class MessageWire {
       results = [];
     };
 
-    for (const message of messages) {
+    for (let i = resumed?.messages.length ?? 0; i < messages.length; i++) {
+      const message = messages[i] as Message;
       const entry = this.entry(message, model, key);
       if (entry.role === "toolResult") {
         const result = message as ToolResultMessage;
@@ -229,6 +249,9 @@ export class MessageWire {
         if (entry.message) {
           out.push(entry.message);
           lastUser = undefined;
+          // A final answer: nothing is pending after it, whatever follows.
+          if (entry.calls.length === 0 && i < messages.length - 1)
+            settled = { count: i + 1, written: out.length, renamed: new Map(renamed) };
         }
         continue;
       }
@@ -248,7 +271,29 @@ export class MessageWire {
           : [...lastUser.blocks.slice(0, -1), marked(lastUser.blocks.at(-1) as string, cacheControl)];
       out[out.length - 1] = `{"role":"user","content":[${blocks.join(",")}]}`;
     }
-    return `[${out.join(",")}]`;
+
+    const before = resumed?.bytes ?? Buffer.alloc(0);
+    const head = Buffer.from(out.slice(0, settled?.written ?? 0).join(","));
+    const tail = Buffer.from(out.slice(settled?.written ?? 0).join(","));
+    const parts = [before, head, tail].filter((part) => part.length > 0);
+    if (settled) {
+      const kept = [before, head].filter((part) => part.length > 0);
+      this.checkpoint = {
+        key,
+        messages: messages.slice(0, settled.count),
+        bytes: Buffer.concat(kept.flatMap((part, i) => (i === 0 ? [part] : [COMMA, part]))),
+        renamed: settled.renamed,
+      };
+    }
+    return Buffer.concat([OPEN, ...parts.flatMap((part, i) => (i === 0 ? [part] : [COMMA, part])), CLOSE]);
+  }
+
+  /** The kept checkpoint, when `messages` starts with the very messages it was made of. */
+  private resume(messages: Message[], key: string): Checkpoint | undefined {
+    const kept = this.checkpoint;
+    if (!kept || kept.key !== key || kept.messages.length >= messages.length) return undefined;
+    for (let i = 0; i < kept.messages.length; i++) if (kept.messages[i] !== messages[i]) return undefined;
+    return kept;
   }
 
   private entry(message: Message, model: Model<Api>, key: string): Entry {

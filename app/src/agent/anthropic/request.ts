@@ -130,8 +130,11 @@ export function buildRequest(
   if (typeof options.metadata?.user_id === "string") rest.metadata = { user_id: options.metadata.user_id };
 
   const messages = wire.messagesJson(context.messages, model, cacheControl);
-  const tail = JSON.stringify(rest);
-  const body = `{"model":${JSON.stringify(model.id)},"messages":${messages},${tail.slice(1)}`;
+  const body = Buffer.concat([
+    Buffer.from(`{"model":${JSON.stringify(model.id)},"messages":`),
+    messages,
+    Buffer.from(`,${JSON.stringify(rest).slice(1)}`),
+  ]);
 
   const betas: string[] = [];
   if (tools.length > 0 && compat?.supportsEagerToolInputStreaming === false)
@@ -148,5 +151,5 @@ export function buildRequest(
     options.headers,
     { "content-type": "application/json" },
   );
-  return { url: messagesUrl(model.baseUrl), headers, body: Buffer.from(body) };
+  return { url: messagesUrl(model.baseUrl), headers, body };
 }

@@ -252,6 +252,52 @@ describe("the request, against pi-ai's", () => {
     });
   }
 
+  it("stays the same as a conversation grows turn by turn, and when its start changes", async () => {
+    fake.answer(200, OK);
+    const model = modelNamed("claude-sonnet-4-5");
+    const history: Message[] = [];
+    const check = async (messages: Message[]) => {
+      const { piRequest, wireRequest } = await both(model, { systemPrompt: "Hi.", messages, tools: TOOLS });
+      expect(wireRequest.body).toEqual(leanPayload(piRequest.body));
+    };
+    for (let turn = 0; turn < 6; turn++) {
+      history.push({ role: "user", content: `question ${turn}`, timestamp: at });
+      await check(history);
+      const id = `toolu_turn${turn}`;
+      history.push(
+        answer([
+          { type: "toolCall", id, name: "execute_sql", arguments: { query: `SELECT ${turn}` } },
+          // Every other turn, a second call that never gets its result.
+          ...(turn % 2
+            ? [{ type: "toolCall" as const, id: `${id}b`, name: "web_fetch", arguments: {} }]
+            : []),
+        ]),
+      );
+      // A call still waiting for its result is answered "No result provided" in the request.
+      await check(history);
+      history.push({
+        role: "toolResult",
+        toolCallId: id,
+        toolName: "execute_sql",
+        content: [{ type: "text", text: `${turn}` }],
+        isError: false,
+        timestamp: at,
+      });
+      await check(history);
+      history.push(answer([{ type: "text", text: `answer ${turn}` }]));
+    }
+    // A summary rebuilt into the first message, then older messages dropped by a compaction.
+    history[0] = { role: "user", content: "[Summary] question 0", timestamp: at };
+    history.push({ role: "user", content: "after the summary", timestamp: at });
+    await check(history);
+    await check(history.slice(8));
+    // The same objects again, and a copy of the array with one message in the middle replaced.
+    await check(history);
+    const changed = [...history];
+    changed[5] = answer([{ type: "text", text: "rewritten" }]);
+    await check(changed);
+  });
+
   it("is the same for a model without image input", async () => {
     fake.answer(200, OK);
     const model = modelNamed("claude-sonnet-4-5", { input: ["text"] });
