@@ -78,7 +78,7 @@ export class ConversationStore {
     if (rows.length === 0) {
       if (companions.length === 0) return;
       const parts = withParts(companions, 1);
-      await this.db.query(`${parts.sql}SELECT 1`, parts.params);
+      await this.db.query(`${parts.sql}SELECT 1`, parts.params, { prepare: true });
       return;
     }
     let ids: number[];
@@ -137,6 +137,7 @@ export class ConversationStore {
        FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n
        RETURNING id`,
       [JSON.stringify(values), ...parts.params],
+      { prepare: true },
     );
     return result.rows.map((row) => row.id).sort((a, b) => a - b);
   }

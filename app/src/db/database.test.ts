@@ -4,7 +4,8 @@ import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
-import { openPglite, openPostgres, type Database } from "./database.js";
+import { openPostgres, type Database } from "./database.js";
+import { openPglite } from "./pglite.js";
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 

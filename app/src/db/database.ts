@@ -1,5 +1,5 @@
-import { mkdirSync } from "node:fs";
 import pg from "pg";
+import { openPglite } from "./pglite.js";
 import type { Logger } from "@stavrobot/common";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -59,8 +59,20 @@ export interface QueryResult<R> {
   rowCount: number;
 }
 
+export interface QueryOptions {
+  /**
+   * Parse and plan the statement once and keep it under a name (per connection): for the
+   * statements every turn runs. Its text must not embed values that change (use parameters).
+   */
+  prepare?: boolean;
+}
+
 export interface Queryable {
-  query<R = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<R>>;
+  query<R = Record<string, unknown>>(
+    sql: string,
+    params?: unknown[],
+    options?: QueryOptions,
+  ): Promise<QueryResult<R>>;
 }
 
 export interface Transaction extends Queryable {
@@ -156,7 +168,29 @@ const types = {
   }) as typeof pg.types.getTypeParser,
 };
 
+/**
+ * A query for `pg`: named when it is to be prepared (one name per statement text; `pg` prepares
+ * it on each connection the first time that connection runs it).
+ */
+function preparedNames(): (
+  sql: string,
+  params: unknown[] | undefined,
+  options?: QueryOptions,
+) => pg.QueryConfig {
+  const names = new Map<string, string>();
+  return (sql, params, options) => {
+    if (!options?.prepare) return { text: sql, values: params };
+    let name = names.get(sql);
+    if (!name) {
+      name = `stavrobot_${names.size + 1}`;
+      names.set(sql, name);
+    }
+    return { name, text: sql, values: params };
+  };
+}
+
 export function openPostgres(connectionString?: string): Database {
+  const statement = preparedNames();
   // A server that does not answer must fail a query within seconds, not hang the queue forever.
   const pool = new pg.Pool({ connectionString, max: 5, types, connectionTimeoutMillis: 5_000 });
   const relaxedPool = new pg.Pool({
@@ -192,13 +226,13 @@ export function openPostgres(connectionString?: string): Database {
   const db: Database = {
     kind: "postgres",
     relaxed: {
-      async query<R>(sql: string, params?: unknown[]) {
-        const result = await relaxedPool.query(sql, params).catch(classify);
+      async query<R>(sql: string, params?: unknown[], options?: QueryOptions) {
+        const result = await relaxedPool.query(statement(sql, params, options)).catch(classify);
         return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
       },
     },
-    async query<R>(sql: string, params?: unknown[]) {
-      const result = await pool.query(sql, params).catch(classify);
+    async query<R>(sql: string, params?: unknown[], options?: QueryOptions) {
+      const result = await pool.query(statement(sql, params, options)).catch(classify);
       return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
     },
     waitUntilAvailable: (signal) => pollUntilAvailable(db, signal),
@@ -208,8 +242,8 @@ export function openPostgres(connectionString?: string): Database {
       try {
         await client.query("BEGIN");
         const tx: Transaction = {
-          async query<R>(sql: string, params?: unknown[]) {
-            const result = await client.query(sql, params);
+          async query<R>(sql: string, params?: unknown[], options?: QueryOptions) {
+            const result = await client.query(statement(sql, params, options));
             return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
           },
           async exec(sql: string) {
@@ -264,55 +298,4 @@ async function pollUntilAvailable(db: Queryable, signal?: AbortSignal): Promise<
     }
     await sleep(delay, undefined, { signal }).catch(() => undefined);
   }
-}
-
-/**
- * PostgreSQL's default 128 MB of shared buffers are sized for a server with many users; PGlite
- * keeps them in the process's WebAssembly memory, where they made up ~130 MB of the idle app.
- * One person's assistant reads a few MB per turn, and the files stay in the OS page cache anyway.
- */
-const PGLITE_SETTINGS = ["-c", "shared_buffers=16MB"];
-
-export async function openPglite(dataDir: string): Promise<Database> {
-  const { PGlite } = await import("@electric-sql/pglite");
-  mkdirSync(dataDir, { recursive: true });
-  const lite = await PGlite.create(dataDir, {
-    startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS],
-  });
-  const query = async <R>(sql: string, params?: unknown[]) => {
-    const result = await lite.query<R>(sql, params);
-    return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
-  };
-  return {
-    kind: "pglite",
-    relaxed: { query },
-    // In-process: it is never "away".
-    waitUntilAvailable: async () => {},
-    async query<R>(sql: string, params?: unknown[]) {
-      const result = await lite.query<R>(sql, params);
-      return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
-    },
-    transaction: (fn) =>
-      lite.transaction(async (tx) =>
-        fn({
-          async query<R>(sql: string, params?: unknown[]) {
-            const result = await tx.query<R>(sql, params);
-            return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
-          },
-          async exec(sql: string) {
-            await tx.exec(sql);
-          },
-        }),
-      ),
-    async executeScript(sql) {
-      const results = await lite.exec(sql);
-      return results.map((result) => ({
-        command: undefined,
-        columns: result.fields.map((field) => field.name),
-        rows: result.rows as Record<string, unknown>[],
-        rowCount: result.fields.length > 0 ? result.rows.length : (result.affectedRows ?? 0),
-      }));
-    },
-    close: () => lite.close(),
-  };
 }

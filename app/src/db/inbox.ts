@@ -136,6 +136,7 @@ export class InboxStore {
         options.start ? 1 : 0,
         ...parts.params,
       ],
+      { prepare: true },
     );
     this.written(seen);
     const row = result.rows[0];
@@ -207,7 +208,7 @@ export class InboxStore {
     for (const id of ids) this.unseen.delete(id);
     const change = deliveredChange(ids);
     try {
-      await this.relaxed.query(change.sql(1), change.params);
+      await this.relaxed.query(change.sql(1), change.params, { prepare: true });
       this.written(ids);
     } catch (error) {
       // Not marked after all: the next console reply asks the database again.
