@@ -1,5 +1,5 @@
 import { mkdirSync } from "node:fs";
-import type { PGlite } from "@electric-sql/pglite";
+import type { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from "@electric-sql/pglite";
 import type { Database, QueryOptions, QueryResult } from "./database.js";
 
 /**
@@ -43,8 +43,8 @@ class PreparedStatements {
 
   constructor(
     private readonly lite: PGlite,
-    private readonly protocol: typeof import("@electric-sql/pglite").protocol,
-    private readonly parse: typeof import("@electric-sql/pglite").parse,
+    private readonly protocol: typeof pgliteProtocol,
+    private readonly parse: typeof pgliteParse,
   ) {}
 
   /** Runs `sql`; `inTransaction` when the caller already holds PGlite's transaction lock. */
