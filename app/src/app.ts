@@ -36,6 +36,7 @@ import { StartupPhases } from "./startup-phases.js";
 import { APP_LAYOUT } from "./app-dir.js";
 import { loadProviderModule, preconnect } from "./agent/warm-up.js";
 import { AnthropicWire } from "./agent/anthropic/client.js";
+import { wakingClient } from "./local/sibling.js";
 import { modelStreamVia } from "./agent/model-stream.js";
 import { rehearseTurnWrites } from "./agent/rehearsal.js";
 import { MessageQueue } from "./queue.js";
@@ -70,6 +71,8 @@ const REHEARSAL_DELAY_MS = 250;
 export interface AppOptions {
   env: NodeJS.ProcessEnv;
   logger?: Logger;
+  /** Siblings `npm start` runs from their first use, by name: called before each request to one. */
+  wake?: Readonly<Record<string, () => Promise<void>>>;
 }
 
 export interface RunningApp {
@@ -169,7 +172,15 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       logger: logger.child("plugin-runner"),
     });
     const sibling = (name: string, baseUrl: string) =>
-      createServiceClient({ baseUrl, bearer: internalSecret, timeoutMs: 60_000, logger: logger.child(name) });
+      wakingClient(
+        createServiceClient({
+          baseUrl,
+          bearer: internalSecret,
+          timeoutMs: 60_000,
+          logger: logger.child(name),
+        }),
+        options.wake?.[name],
+      );
     const pythonRunner = sibling("python-runner", settings.PYTHON_RUNNER_URL);
     const coder = sibling("coder", settings.CODER_URL);
     const details = new PluginDetailCache(pluginRunner);

@@ -1,5 +1,5 @@
 import { ConfigError, createLogger } from "@stavrobot/common";
-import { startApp, type RunningApp } from "./app.js";
+import { startApp, type AppOptions, type RunningApp } from "./app.js";
 
 /**
  * Starts the app as this process's job and shuts it down cleanly on SIGINT/SIGTERM (the embedded
@@ -9,11 +9,12 @@ import { startApp, type RunningApp } from "./app.js";
 export async function main(
   env: NodeJS.ProcessEnv = process.env,
   beforeExit: () => Promise<void> = async () => {},
+  wake: AppOptions["wake"] = {},
 ): Promise<RunningApp> {
   const logger = createLogger("app");
   let app: RunningApp;
   try {
-    app = await startApp({ env, logger });
+    app = await startApp({ env, logger, wake });
   } catch (error) {
     await beforeExit();
     if (error instanceof ConfigError) {

@@ -1,8 +1,9 @@
 /**
  * `npm start`: runs the assistant on this machine without Docker. The app runs in this process
  * (on the embedded PostgreSQL unless DATABASE_URL or PG* variables point at a server); sibling
- * services run as supervised child processes on loopback: the plugin-runner and the
- * python-runner always, the coder when `[coder]` is configured, the Signal bridge when `[signal]`.
+ * services run as supervised child processes on loopback: the plugin-runner always, the
+ * python-runner from its first use, the coder when `[coder]` is configured, the Signal bridge
+ * when `[signal]`.
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -86,6 +87,8 @@ const siblings: Sibling[] = [
     {
       name: "python-runner",
       entry: entry("python-runner"),
+      // Most turns never run Python: it starts with the first run_python (or the status page).
+      lazy: { health: `http://127.0.0.1:${ports.pythonRunner}/health` },
       env: {
         ...common,
         PORT: String(ports.pythonRunner),
@@ -145,6 +148,7 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => siblings.forEach((sibling) => sibling.release()));
 }
 
+const pythonRunner = siblings[1] as Sibling;
 await main(
   {
     ...env,
@@ -156,6 +160,7 @@ await main(
   async () => {
     await Promise.all(siblings.map((sibling) => sibling.stop()));
   },
+  { "python-runner": () => pythonRunner.wake() },
 );
 
 /** The config when it exists and parses; the app itself reports (and exits on) a bad one. */

@@ -69,9 +69,11 @@ describe("npm start", () => {
     // The internal secret was generated beside it, also private.
     expect(statSync(join(dir, "main", "internal-secret")).mode & 0o777).toBe(0o600);
     expect(running.output()).toContain("Add your LLM provider key");
-    // The python-runner always runs; the coder only when [coder] is set.
-    const { pythonRunnerPort, coderPort } = running;
-    await vi.waitUntil(() => healthy(pythonRunnerPort), { timeout: 30_000, interval: 100 });
+    // The plugin-runner always runs; the python-runner from its first use; the coder only when
+    // [coder] is set.
+    const { runnerPort, pythonRunnerPort, coderPort } = running;
+    await vi.waitUntil(() => healthy(runnerPort), { timeout: 30_000, interval: 100 });
+    expect(await healthy(pythonRunnerPort)).toBe(false);
     expect(await healthy(coderPort)).toBe(false);
 
     const reply = await post(running.port, "/chat", { message: "hi" }, basicAuthHeader(password!));
@@ -124,26 +126,28 @@ describe("npm start", () => {
     fake.setResponder((request) =>
       request.lastUserText.includes("use a tool")
         ? toolTurn("execute_sql", { query: "SELECT 41 + 1 AS answer" })
-        : textTurn("the answer is 42"),
+        : request.lastUserText.includes("use python")
+          ? toolTurn("run_python", { code: "print(6 * 7 * 1000 + 1)" })
+          : textTurn("the answer is 42"),
     );
     testEnv = await createTestEnv(configFor(fake));
     running = await startAppProcess(testEnv.env, 120_000, NPM_START);
     expect(existsSync(join(repoRoot, "app", "bundle", "start-local.js"))).toBe(true);
     const { runnerPort, pythonRunnerPort } = running;
-    await vi.waitFor(
-      async () => {
-        expect(await healthy(runnerPort)).toBe(true);
-        expect(await healthy(pythonRunnerPort)).toBe(true);
-      },
-      { timeout: 30_000, interval: 100 },
-    );
-    // pi-ai, the Anthropic client it loads on demand, the tool and the database, all bundled.
+    await vi.waitUntil(() => healthy(runnerPort), { timeout: 30_000, interval: 100 });
+    // The model's client, the tool and the database, all bundled.
     const reply = await post(running.port, "/chat", { message: "use a tool" });
     expect(reply.body.response).toBe("the answer is 42");
     // The tool ran against the database and its result went back to the model.
     expect(JSON.stringify(fake.requests.at(-1)?.body)).toContain(
       '"tool_result","tool_use_id":"toolu_1","content":"rows[1]{answer}:\\n  42"',
     );
+    // The python-runner is started by the first run_python, which gets its answer.
+    expect(await healthy(pythonRunnerPort)).toBe(false);
+    const python = await post(running.port, "/chat", { message: "use python" });
+    expect(python.body.response).toBe("the answer is 42");
+    expect(JSON.stringify(fake.requests.at(-1)?.body.messages.at(-1))).toContain("42001");
+    expect(await healthy(pythonRunnerPort)).toBe(true);
     // The web UI's files are found beside the bundle (app/web), as beside the sources.
     const authorization = basicAuthHeader(PASSWORD);
     for (const [path, text] of [
@@ -166,11 +170,16 @@ describe("npm start", () => {
     expect((await post(running.port, "/chat", { message: "again" })).body.response).toBe("the answer is 42");
   }, 180_000);
 
-  it("runs the python-runner, and the coder when [coder] is set, and stops them all on SIGTERM", async () => {
+  it("runs the python-runner once asked, and the coder when [coder] is set, and stops them all on SIGTERM", async () => {
     fake = await startFakeAnthropic();
     testEnv = await createTestEnv(configFor(fake, "anthropic", '[coder]\nmodel = "sonnet"\n'));
     running = await startAppProcess(testEnv.env);
     const { pythonRunnerPort, coderPort, runnerPort } = running;
+    // The status page asks every sibling for its health, which starts the python-runner.
+    const status = await fetch(`http://127.0.0.1:${running.port}/api/status`, {
+      headers: { Authorization: basicAuthHeader(PASSWORD) },
+    });
+    expect(status.status).toBe(200);
     // The app can be up before its siblings are listening.
     await vi.waitFor(
       async () => {

@@ -1,14 +1,24 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import type { Logger } from "@stavrobot/common";
+import type { Logger, ServiceClient } from "@stavrobot/common";
 
 export interface SiblingSpec {
   name: string;
   /** Entry file, absolute; run with the same Node flags as this process (tsx in development). */
   entry: string;
   env: NodeJS.ProcessEnv;
+  /**
+   * Started by the first `wake()` instead of at once: a service most turns never use costs no
+   * memory until one does. `wake()` then waits until it answers `GET <health>`.
+   */
+  lazy?: { health: string };
 }
 
 export interface Sibling {
+  /**
+   * Starts a lazy sibling if it is not running yet and resolves once it answers its health check
+   * (or after 15 s: the caller's request then reports what is wrong). Resolves at once otherwise.
+   */
+  wake(): Promise<void>;
   stop(): Promise<void>;
   /**
    * Stops supervising without signalling: a child that exits from now on is not restarted (for a
@@ -45,9 +55,21 @@ export function startSibling(spec: SiblingSpec, logger: Logger): Sibling {
       delay = Math.min(delay * 2, 30_000);
     });
   };
-  launch();
+  if (!spec.lazy) launch();
+  let woken: Promise<void> | undefined;
 
   return {
+    wake() {
+      const lazy = spec.lazy;
+      if (!lazy) return Promise.resolve();
+      woken ??= (async () => {
+        if (stopping) return;
+        logger.info(`starting ${spec.name} (first use)`);
+        launch();
+        await untilHealthy(lazy.health, 15_000);
+      })();
+      return woken;
+    },
     release() {
       stopping = true;
       if (timer) clearTimeout(timer);
@@ -62,6 +84,30 @@ export function startSibling(spec: SiblingSpec, logger: Logger): Sibling {
       const killer = setTimeout(() => current.kill("SIGKILL"), 5_000);
       await exited;
       clearTimeout(killer);
+    },
+  };
+}
+
+async function untilHealthy(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const answered = await fetch(url, { signal: AbortSignal.timeout(1_000) }).then(
+      async (response) => (await response.arrayBuffer(), response.ok),
+      () => false,
+    );
+    if (answered) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** `client`, waking its sibling (`Sibling.wake`) before every request. */
+export function wakingClient(client: ServiceClient, wake: (() => Promise<void>) | undefined): ServiceClient {
+  if (!wake) return client;
+  return {
+    baseUrl: client.baseUrl,
+    async request(method, path, options) {
+      await wake();
+      return client.request(method, path, options);
     },
   };
 }
