@@ -263,6 +263,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       db,
       timezone,
       accept: (entry) => void late.queue?.accept(entry),
+      inbox,
       housekeeping: () => removeOldFiles(areas, inbox, logger.child("files")).then(() => undefined),
       logger: logger.child("scheduler"),
     });
@@ -379,7 +380,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       onProviderError,
       redactors: { manage_plugins: redactManagePluginsArguments },
       refuseModelCall,
-      afterTool: (name, args) => staleAfterTool(name, args, { conversation, systemPrompt }),
+      afterTool: (name, args) => staleAfterTool(name, args, { conversation, systemPrompt, inbox }),
       onModelCall: (inboxId, message) =>
         record({
           kind: "turn",
@@ -490,7 +491,12 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         () => false,
       );
     void systemPrompt.prime(runnerAnswers, { signal: priming.signal });
-    await Promise.all([conversation.current(), providerLoaded, db.relaxed.query("SELECT 1")]);
+    await Promise.all([
+      conversation.current(),
+      providerLoaded,
+      db.relaxed.query("SELECT 1"),
+      inbox.drawAhead(),
+    ]);
     phases.end("warm-up");
     const handed = await answers.recover();
     if (handed > 0) logger.info("handed over earlier answers", { count: handed });
@@ -574,17 +580,19 @@ function findFile(name: string): string {
 }
 
 /**
- * What a tool call may have changed behind the in-memory copies: SQL on the conversation or on
- * the knowledge tables, the knowledge tool, a plugin installed or removed.
+ * What a tool call may have changed behind the in-memory copies: SQL on the conversation, the
+ * inbox or the knowledge tables, the knowledge tool, a plugin installed or removed.
  */
 function staleAfterTool(
   name: string,
   args: unknown,
-  caches: { conversation: ConversationStore; systemPrompt: SystemPromptCache<unknown> },
+  caches: { conversation: ConversationStore; systemPrompt: SystemPromptCache<unknown>; inbox: InboxStore },
 ): void {
   if (name === "execute_sql") {
     const sql = String((args as { query?: unknown } | undefined)?.query ?? "");
     if (/\b(messages|compactions)\b/i.test(sql)) caches.conversation.invalidate();
+    // The id drawn ahead for the next message may no longer be free (a sequence reset).
+    if (/\binbox\b/i.test(sql)) caches.inbox.forgetAhead();
     if (/\b(memories|scratchpad)\b/i.test(sql)) caches.systemPrompt.invalidate("knowledge");
   } else if (name === "manage_knowledge") {
     caches.systemPrompt.invalidate("knowledge");

@@ -43,12 +43,19 @@ class ScriptedEngine implements TurnEngineLike {
 
   constructor(private readonly db: Database) {}
 
-  async run(inboxId: number, message: UserMessage, start: TurnStart = "count"): Promise<TurnOutcome> {
+  async run(
+    inboxId: number,
+    message: UserMessage,
+    start: TurnStart = "count",
+    inserted?: Promise<void>,
+  ): Promise<TurnOutcome> {
     this.busy = true;
     this.aborted = false;
     this.runs.push(inboxId);
     this.started.push(start === "started");
     try {
+      // As the real engine does: nothing is written before the entry's own insert.
+      await inserted;
       // As the real engine does, with the user message.
       if (start !== "started") await new InboxStore(this.db).markProcessing(inboxId, start === "count");
       const saved = await messagesForInbox(this.db, inboxId);
@@ -115,6 +122,8 @@ beforeAll(async () => {
 
 beforeEach(async () => {
   await db.query("TRUNCATE inbox, messages RESTART IDENTITY CASCADE");
+  // The sequence starts again: an id a store drew before would be drawn a second time.
+  inbox = new InboxStore(db);
   engine = new ScriptedEngine(db);
 });
 
@@ -224,6 +233,71 @@ describe("MessageQueue", () => {
     expect(engine.started).toEqual([true, false]);
     const attempts = await db.query<{ attempts: number }>("SELECT attempts FROM inbox ORDER BY id");
     expect(attempts.rows).toEqual([{ attempts: 1 }, { attempts: 1 }]);
+  });
+
+  it("starts an idle queue's turn while its message is being saved, and writes nothing of it before", async () => {
+    /** Holds the insert of a reserved entry until `release`. */
+    class SlowInbox extends InboxStore {
+      release = () => {};
+      private readonly held = new Promise<void>((resolve) => (this.release = resolve));
+      override reserve(...args: Parameters<InboxStore["reserve"]>) {
+        const reserved = super.reserve(...args);
+        return reserved && { entry: reserved.entry, saved: reserved.saved.then(() => this.held) };
+      }
+    }
+    inbox = new SlowInbox(db);
+    const queue = makeQueue();
+    // The first message after a start is inserted as before (no id drawn yet)...
+    const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    expect(await first.reply).toBe(`reply to ${first.id}`);
+    await queue.idle();
+    // ...and draws the next one's id: that one's turn starts before its insert is done.
+    let accepted = false;
+    const second = queue.submit(null, null, { message: "two", attachments: [] }).then((submitted) => {
+      accepted = true;
+      return submitted;
+    });
+    await vi.waitFor(() => expect(engine.runs).toHaveLength(2));
+    const id = engine.runs[1] as number;
+    expect(id).toBeGreaterThan(first.id);
+    expect(accepted).toBe(false);
+    expect(await messagesForInbox(db, id)).toEqual([]);
+    (inbox as SlowInbox).release();
+    const submitted = await second;
+    expect(submitted.id).toBe(id);
+    expect(await submitted.reply).toBe(`reply to ${id}`);
+    expect(await status(id)).toEqual({ status: "done", delivered: false });
+    const row = await db.query<{ message: string; attempts: number }>(
+      "SELECT payload->>'message' AS message, attempts FROM inbox WHERE id = $1",
+      [id],
+    );
+    expect(row.rows).toEqual([{ message: "two", attempts: 1 }]);
+    expect(engine.started).toEqual([true, true]);
+  });
+
+  it("abandons the turn of a message that could not be saved, and tells its sender", async () => {
+    const queue = makeQueue();
+    const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    await first.reply;
+    await queue.idle();
+    // The id drawn for the next message is taken behind the store's back (a sequence reset).
+    const drawn = (await db.query<{ id: number }>("SELECT last_value::int AS id FROM inbox_id_seq")).rows[0]!
+      .id;
+    await db.query("INSERT INTO inbox (id, payload, status) VALUES ($1, '{}', 'done')", [drawn]);
+    const held = gate();
+    engine.gate = held.promise;
+    await expect(queue.submit(null, null, { message: "two", attachments: [] })).rejects.toThrow(
+      /duplicate key/,
+    );
+    held.open();
+    await queue.idle();
+    // Nothing of it was written, and the row that held its id was left alone.
+    expect(await messagesForInbox(db, drawn)).toEqual([]);
+    expect(await status(drawn)).toEqual({ status: "done", delivered: false });
+    // The next message is saved (with an id of its own) and answered.
+    const third = await queue.submit(null, null, { message: "three", attachments: [] });
+    expect(await third.reply).toBe(`reply to ${third.id}`);
+    expect(third.id).not.toBe(drawn);
   });
 
   it("gives up on a message that took the process down on every attempt", async () => {

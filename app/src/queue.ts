@@ -10,8 +10,11 @@ import { startedByNobody } from "./audience.js";
 /** The part of TurnEngine the queue drives (an interface so tests can script outcomes). */
 export interface TurnEngineLike {
   readonly busy: boolean;
-  /** Runs the entry's turn, marking the entry `processing` as `start` says (default "count"). */
-  run(inboxId: number, message: UserMessage, start?: TurnStart): Promise<TurnOutcome>;
+  /**
+   * Runs the entry's turn, marking the entry `processing` as `start` says (default "count"). With
+   * `saved`, the entry's insert is still under way: the turn writes nothing before it resolves.
+   */
+  run(inboxId: number, message: UserMessage, start?: TurnStart, saved?: Promise<void>): Promise<TurnOutcome>;
   steer(inboxId: number, message: UserMessage): boolean;
   abort(): boolean;
 }
@@ -59,6 +62,8 @@ export interface QueueDeps {
 export const STEERING_REPLY = "Message received, steering the current request.";
 export const ABORTED_REPLY = "Aborted.";
 export const DUPLICATE_REPLY = "This message was already received.";
+/** The reply of a turn whose message could not be saved (its sender got the error instead). */
+export const NOT_SAVED_REPLY = "This message could not be saved.";
 export const EMPTY_REPLY = "(The assistant finished without a text reply.)";
 export const INTERRUPTED_REPLY =
   "Your message was interrupted (the assistant restarted) after some of its actions had already run. " +
@@ -88,6 +93,8 @@ interface Item {
   entry: InboxEntry;
   /** Saved already `processing` with its first attempt counted (the queue was idle). */
   started?: boolean;
+  /** Its insert, still under way when the turn started (`InboxStore.reserve`). */
+  saved?: Promise<void>;
   resolve: (reply: string) => void;
   defer: () => void;
 }
@@ -153,6 +160,10 @@ export class MessageQueue {
   ): Promise<Submitted> {
     // Nothing runs or waits: this entry's turn starts as soon as it is saved, so it is saved started.
     const start = !this.running && this.items.length === 0 && !this.reserved && !this.deps.budgetRefusal?.();
+    // Without an idempotency key it cannot be a repeat: its turn starts while it is being saved.
+    const reserved =
+      start && idempotencyKey === undefined ? this.deps.inbox.reserve(source, sender, payload) : undefined;
+    if (reserved) return this.submitWhileSaving(reserved.entry, reserved.saved);
     if (start) this.reserved = true;
     let added: Awaited<ReturnType<InboxStore["add"]>>;
     try {
@@ -203,6 +214,26 @@ export class MessageQueue {
       }
     }
     return { id: entry.id, ...this.enqueue(entry, start), steered: false, duplicate };
+  }
+
+  /**
+   * Starts the turn of an entry whose insert is under way and returns once it is saved. The turn
+   * writes nothing (and its reply reaches nobody) before that; if the insert fails the message was
+   * not accepted: its turn is abandoned and the sender gets the insert's error.
+   */
+  private async submitWhileSaving(entry: InboxEntry, saved: Promise<void>): Promise<Submitted> {
+    const handle = this.enqueue(entry, true, saved);
+    try {
+      await saved;
+    } catch (error) {
+      if (this.current?.id === entry.id) this.deps.engine.abort();
+      this.deps.logger.warn("a message could not be saved; its turn is abandoned", {
+        id: entry.id,
+        error: errorMessage(error),
+      });
+      throw error;
+    }
+    return { id: entry.id, ...handle, steered: false, duplicate: false };
   }
 
   /**
@@ -270,7 +301,11 @@ export class MessageQueue {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private enqueue(entry: InboxEntry, started = false): { reply: Promise<string>; deferred: Promise<void> } {
+  private enqueue(
+    entry: InboxEntry,
+    started = false,
+    saved?: Promise<void>,
+  ): { reply: Promise<string>; deferred: Promise<void> } {
     const existing = this.waiting.get(entry.id);
     if (existing) return existing;
     let defer = () => {};
@@ -278,7 +313,7 @@ export class MessageQueue {
     const reply = new Promise<string>((resolve) => {
       // Acceptance order is inbox id order, even when two saves finish out of order.
       const at = this.items.findIndex((item) => item.entry.id > entry.id);
-      this.items.splice(at === -1 ? this.items.length : at, 0, { entry, started, resolve, defer });
+      this.items.splice(at === -1 ? this.items.length : at, 0, { entry, started, saved, resolve, defer });
     });
     const handle = { reply, deferred };
     this.waiting.set(entry.id, handle);
@@ -322,6 +357,7 @@ export class MessageQueue {
         if (await this.refusedByBudget(item).catch(() => false)) continue;
         this.current = entry;
         const reply = await this.process(item).catch(async (error: unknown) => {
+          if (await unsaved(current)) return NOT_SAVED_REPLY;
           this.deps.logger.error("processing a message failed", { id: entry.id, error });
           const text = `Something went wrong: ${errorMessage(error)}`;
           await this.durably(current, () => this.finish(entry.id, "failed", text, errorMessage(error))).catch(
@@ -400,7 +436,9 @@ export class MessageQueue {
         : item.started === true && attempt === 0
           ? "started"
           : "count";
-      const outcome = await this.deps.engine.run(entry.id, message, start);
+      const outcome = await this.deps.engine.run(entry.id, message, start, item.saved);
+      // Never saved: never accepted (the sender was told so); nothing of it may be written.
+      if (await unsaved(item)) return NOT_SAVED_REPLY;
       resumed = false;
       if (outcome.kind === "reply") {
         const text = outcome.text || EMPTY_REPLY;
@@ -505,6 +543,15 @@ export class MessageQueue {
     await this.finish(entry.id, "done", STEERING_REPLY, undefined, true);
     return true;
   }
+}
+
+/** Whether the item's insert, still under way when its turn started, failed. */
+function unsaved(item: Item): Promise<boolean> {
+  if (!item.saved) return Promise.resolve(false);
+  return item.saved.then(
+    () => false,
+    () => true,
+  );
 }
 
 /** "400 {"type":"error","error":{"message":"x"}}" → "x (HTTP 400)". */

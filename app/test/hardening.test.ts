@@ -216,8 +216,9 @@ describe("an error the agent loop itself raises", () => {
       // The loop failed before asking the provider anything...
       expect(t.fake.requests.length).toBe(requests);
       // ...and the queue did not try the same turn again.
+      // (By its text: the test before this one wrote inbox rows behind the app's back.)
       const row = await t.app.db.query<{ status: string; attempts: number }>(
-        "SELECT status, attempts FROM inbox ORDER BY id DESC LIMIT 1",
+        "SELECT status, attempts FROM inbox WHERE payload->>'message' = 'hello after a broken history'",
       );
       expect(row.rows[0]).toEqual({ status: "failed", attempts: 1 });
     } finally {

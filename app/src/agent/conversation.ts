@@ -37,6 +37,8 @@ export class ConversationStore {
   private cached: Conversation | undefined;
   private loading: Promise<Conversation> | undefined;
   private deferred: Pending[] = [];
+  /** Writes wait for this (the inbox row the messages belong to, still being inserted). */
+  private gate: Promise<void> | undefined;
 
   constructor(private readonly db: Queryable) {}
 
@@ -72,6 +74,8 @@ export class ConversationStore {
 
   /** Writes the deferred messages, with the companion statements if given (alone when none wait). */
   async flush(companion?: Companion | Companion[]): Promise<void> {
+    // Throws when what it waited for failed: nothing is written, the deferred rows stay.
+    if (this.gate) await this.gate;
     const rows = this.deferred;
     this.deferred = [];
     const companions = companion === undefined ? [] : Array.isArray(companion) ? companion : [companion];
@@ -95,6 +99,11 @@ export class ConversationStore {
     this.cached?.messages.push(
       ...rows.map((row, i) => ({ id: ids[i] as number, inboxId: row.inboxId, message: row.stored })),
     );
+  }
+
+  /** Until `saved` resolves, writes wait for it (and fail with it); undefined lifts the wait. */
+  holdWritesUntil(saved: Promise<void> | undefined): void {
+    this.gate = saved;
   }
 
   /** Forgets deferred messages (a turn that will run again from its start). */

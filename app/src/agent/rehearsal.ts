@@ -8,7 +8,7 @@ class Rehearsed extends Error {}
 
 /**
  * Runs a turn's writes once, with the product's own stores, in a transaction that is rolled back:
- * the inbox insert, the messages with the turn's end and a usage row. The first real turn then
+ * the inbox inserts (both kinds), the messages with the turn's end and a usage row. The first real turn then
  * finds them planned and, on PGlite, the WebAssembly they run compiled (it compiles each function
  * the first time it runs). Nothing is kept but a gap in the id sequences. Never throws.
  */
@@ -19,6 +19,8 @@ export async function rehearseTurnWrites(db: Database, timezone: string): Promis
       const { entry } = await inbox.add(null, null, { message: "rehearsal", attachments: [] }, undefined, {
         start: true,
       });
+      // The next message's insert too, with the id the first one drew.
+      await inbox.reserve(null, null, { message: "rehearsal", attachments: [] })?.saved;
       const conversation = new ConversationStore(tx);
       const now = Date.now();
       const messages: AgentMessage[] = [

@@ -73,6 +73,10 @@ export class TurnEngine {
   private agent: Agent | undefined;
   private steers: PendingSteer[] = [];
   private summarised: { from: UserMessage; summary: string; message: UserMessage } | undefined;
+  /** The running turn's entry could not be saved: it stops, and takes no steering. */
+  private abandoned = false;
+  /** Runs started, to tell whose insert failed. */
+  private runs = 0;
 
   constructor(private readonly deps: TurnDeps) {}
 
@@ -82,7 +86,7 @@ export class TurnEngine {
 
   /** Injects an owner's message into the running turn. False when no turn is running. */
   steer(inboxId: number, message: UserMessage): boolean {
-    if (!this.agent) return false;
+    if (!this.agent || this.abandoned) return false;
     this.steers.push({ inboxId, message });
     this.agent.steer(message);
     return true;
@@ -101,10 +105,25 @@ export class TurnEngine {
    * last messages may still be waiting in the conversation store: the caller writes them with the
    * entry's end.
    */
-  async run(inboxId: number, userMessage: UserMessage, start: TurnStart = "count"): Promise<TurnOutcome> {
+  async run(
+    inboxId: number,
+    userMessage: UserMessage,
+    start: TurnStart = "count",
+    saved?: Promise<void>,
+  ): Promise<TurnOutcome> {
     const progress = { saved: false };
     // Whatever an abandoned attempt left unwritten is not part of this one.
     this.deps.conversation.dropDeferred();
+    // An entry still being inserted: nothing of its turn is written before it is, and if the
+    // insert fails the turn stops (its sender was told the message was not saved).
+    this.deps.conversation.holdWritesUntil(saved);
+    this.abandoned = false;
+    const thisRun = (this.runs = this.runs + 1);
+    saved?.catch(() => {
+      if (this.runs !== thisRun) return;
+      this.abandoned = true;
+      this.agent?.abort();
+    });
     try {
       return await this.runTurn(inboxId, userMessage, progress, start);
     } catch (error) {
@@ -197,6 +216,7 @@ export class TurnEngine {
 
     this.agent = agent;
     try {
+      if (this.abandoned) return { kind: "aborted" };
       await agent.continue();
     } catch (error) {
       // Thrown, not reported by the provider: the loop itself refused (e.g. a history that cannot

@@ -79,6 +79,9 @@ function deliveredChange(ids: number[]): InboxChange {
   return { sql: (p) => `UPDATE inbox SET delivered = true WHERE id = ANY($${p}::int[])`, params: [ids] };
 }
 
+/** The next inbox id, drawn ahead of need (see `InboxStore.reserve`). */
+const NEXT_ID = "nextval('inbox_id_seq')::int";
+
 /** How long a "received" flag may wait for the next insert before it is written alone. */
 const DELIVERED_WRITE_MS = 1_000;
 
@@ -104,7 +107,18 @@ export class InboxStore {
     private readonly db: Queryable,
     /** For "seen" flags: losing one on a server crash only shows a reply again. */
     private readonly relaxed: Queryable = db,
+    /**
+     * The id `reserve` gives the next message: drawn from the sequence by every insert of every
+     * store of the app (`within`), so it is always newer than any entry already saved and ids keep
+     * the order messages arrived in.
+     */
+    private readonly ahead: { id: number | undefined } = { id: undefined },
   ) {}
+
+  /** This store on `tx` (a transaction), drawing the id ahead for the same app. */
+  within(tx: Queryable): InboxStore {
+    return new InboxStore(tx, tx, this.ahead);
+  }
 
   /**
    * Saves a new message. With an idempotency key already seen, nothing is saved and the earlier
@@ -122,11 +136,11 @@ export class InboxStore {
     // "received" flags of earlier answers ride along.
     const seen = [...this.deliveredUnwritten];
     const parts = withParts(seen.length > 0 ? [deliveredChange(seen)] : [], 7);
-    const result = await this.db.query<InboxRow>(
+    const result = await this.db.query<InboxRow & { spare: number }>(
       `${parts.sql}INSERT INTO inbox (source, sender, payload, idempotency_key, status, attempts)
        VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-       RETURNING ${columns}`,
+       RETURNING ${columns}, ${NEXT_ID} AS spare`,
       [
         source === null ? null : sanitizeText(source),
         sender === null ? null : sanitizeText(sender),
@@ -140,7 +154,10 @@ export class InboxStore {
     );
     this.written(seen);
     const row = result.rows[0];
-    if (row) return { entry: toEntry(row), duplicate: false };
+    if (row) {
+      this.ahead.id = row.spare;
+      return { entry: toEntry(row), duplicate: false };
+    }
     const existing = await this.db.query<InboxRow>(
       `SELECT ${columns} FROM inbox WHERE idempotency_key = $1`,
       [idempotencyKey],
@@ -149,15 +166,75 @@ export class InboxStore {
   }
 
   /**
+   * Saves a message the idle queue runs at once without waiting for the insert: the entry takes an
+   * id drawn from the sequence ahead of need, so its turn can build its request and ask the model
+   * while the row is written. `saved` settles with the insert; the caller lets the turn write
+   * nothing, and nobody hear of it, before `saved` resolved (the model call is no effect anyone
+   * sees). Undefined when no id is at hand (`drawAhead` not run, or the last insert failed):
+   * then the message is `add`ed.
+   */
+  reserve(
+    source: string | null,
+    sender: string | null,
+    payload: InboxPayload,
+  ): { entry: InboxEntry; saved: Promise<void> } | undefined {
+    const id = this.ahead.id;
+    if (id === undefined) return undefined;
+    this.ahead.id = undefined;
+    const entry: InboxEntry = {
+      id,
+      receivedAt: new Date(),
+      source: source === null ? null : sanitizeText(source),
+      sender: sender === null ? null : sanitizeText(sender),
+      payload: sanitizeDeep(payload),
+      status: "processing",
+      attempts: 1,
+    };
+    const seen = [...this.deliveredUnwritten];
+    const parts = withParts(seen.length > 0 ? [deliveredChange(seen)] : [], 6);
+    // Sent from the next turn of the event loop, once the turn has sent its model request: the
+    // embedded database runs the insert on this thread, which would otherwise hold the request back.
+    const saved = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() =>
+        this.db.query<{ spare: number }>(
+          `${parts.sql}INSERT INTO inbox (id, received_at, source, sender, payload, status, attempts)
+         VALUES ($1, $2, $3, $4, $5, 'processing', 1)
+         RETURNING ${NEXT_ID} AS spare`,
+          [id, entry.receivedAt, entry.source, entry.sender, JSON.stringify(entry.payload), ...parts.params],
+          { prepare: true },
+        ),
+      )
+      .then((result) => {
+        this.written(seen);
+        this.ahead.id ??= result.rows[0]?.spare;
+      });
+    return { entry, saved };
+  }
+
+  /** Draws the id the next `reserve` uses (at start-up; every insert draws the next one). */
+  async drawAhead(): Promise<void> {
+    const result = await this.db.query<{ spare: number }>(`SELECT ${NEXT_ID} AS spare`, [], {
+      prepare: true,
+    });
+    this.ahead.id ??= result.rows[0]?.spare;
+  }
+
+  /** Forgets the drawn id (SQL may have reset the sequence): the next message is `add`ed. */
+  forgetAhead(): void {
+    this.ahead.id = undefined;
+  }
+
+  /**
    * A note for the owner that is not the answer to a message (a delivery given up): saved as a
    * finished entry nobody has seen, so the next console reply or the CLI shows it.
    */
   async addNotice(source: string, about: string, text: string): Promise<void> {
-    const result = await this.db.query<{ id: number }>(
+    const result = await this.db.query<{ id: number; spare: number }>(
       `INSERT INTO inbox (source, payload, status, response, finished_at) VALUES ($1, $2, 'done', $3, now())
-       RETURNING id`,
+       RETURNING id, ${NEXT_ID} AS spare`,
       [source, JSON.stringify(sanitizeDeep({ message: about, attachments: [] })), sanitizeText(text)],
     );
+    this.ahead.id = result.rows[0]?.spare;
     this.noteUnseen(result.rows[0]?.id ?? 0);
   }
 

@@ -15,6 +15,8 @@ export interface SchedulerDeps {
   timezone: string;
   /** Queues an inbox entry a firing saved. */
   accept: (entry: InboxEntry) => void;
+  /** The app's inbox (firings are saved with it, inside their transaction); default: a new one. */
+  inbox?: InboxStore;
   /** Periodic work (removing old files), run at start and then every `housekeepingEveryMs`. */
   housekeeping?: () => Promise<void>;
   housekeepingEveryMs?: number;
@@ -146,8 +148,8 @@ export class Scheduler {
           )
         : await tx.query("DELETE FROM cron_entries WHERE id = $1 AND fire_at = $2", [entry.id, entry.fireAt]);
       if (claimed.rowCount === 0) return undefined; // Changed, deleted or already fired meanwhile.
-      return (await new InboxStore(tx).add("cron", null, { message: cronMessage(entry), attachments: [] }))
-        .entry;
+      const inbox = (this.deps.inbox ?? new InboxStore(this.deps.db)).within(tx);
+      return (await inbox.add("cron", null, { message: cronMessage(entry), attachments: [] })).entry;
     });
     if (!saved) return;
     this.deps.logger.info("cron entry fired", {
