@@ -66,9 +66,17 @@ export function createDbSearchTool(deps: { db: Queryable }): AgentTool<typeof pa
         created_at: Date | string;
         search_text: string;
       }>(
-        `SELECT id, role, created_at, search_text FROM messages
-         WHERE to_tsvector('english', coalesce(search_text, '')) @@ plainto_tsquery('english', $1)
-         ORDER BY id DESC LIMIT $2`,
+        // The matches come from the index first, then the newest are taken. Left to itself the
+        // planner walks the messages newest first, computing each one's text vector until enough
+        // match: fast for a common word, but seconds over a year of history for a rare one (a
+        // rare word is what one searches for).
+        `WITH matches AS MATERIALIZED (
+           SELECT id FROM messages
+           WHERE to_tsvector('english', coalesce(search_text, '')) @@ plainto_tsquery('english', $1)
+         )
+         SELECT m.id, m.role, m.created_at, m.search_text FROM messages m
+         WHERE m.id IN (SELECT id FROM matches ORDER BY id DESC LIMIT $2)
+         ORDER BY m.id DESC`,
         [query, limit],
       );
       if (messages.rows.length > 0) {
