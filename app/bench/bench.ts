@@ -138,6 +138,12 @@ async function productRound(fake: FakeLlmServer, kind: DbKind): Promise<RoundFig
   }
 }
 
+function spread(rounds: RoundFigures[], floors: RoundFigures[], key: "tool" | "echo"): string {
+  const ratios = rounds.map((round, i) => round[key] / (floors[i]?.[key] ?? NaN)).filter(Number.isFinite);
+  if (ratios.length === 0) return "n/a";
+  return `${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×`;
+}
+
 async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
   const floor: RoundFigures[] = [];
   const product: Record<DbKind, RoundFigures[]> = { postgres: [], pglite: [] };
@@ -156,6 +162,9 @@ async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
     `|---|---|${DATABASES.map(() => "---|---").join("|")}|`,
     `| /chat turn with one tool call, p50 | ${ms(floorTool)} | ${DATABASES.map((k) => `${ms(pick(product[k], "tool"))} | ${ratio(pick(product[k], "tool"), floorTool)}`).join(" | ")} |`,
     `| echo turn (no tool), p50 | ${ms(floorEcho)} | ${DATABASES.map((k) => `${ms(pick(product[k], "echo"))} | ${ratio(pick(product[k], "echo"), floorEcho)}`).join(" | ")} |`,
+    // Each round's product against the floor measured just before it: how much one round varies.
+    `| ×floor per round, tool turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "tool")}`).join(" | ")} |`,
+    `| ×floor per round, echo turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "echo")}`).join(" | ")} |`,
     `| first /chat (tool) right after a start | — | ${DATABASES.map((k) => `${ms(pick(product[k], "firstChat"))} | ${ratio(pick(product[k], "firstChat"), floorTool)}`).join(" | ")} |`,
     `| start on an existing database → first authenticated 200 | — | ${DATABASES.map((k) => `${ms(pick(product[k], "start"))} | `).join(" | ")} |`,
     `| idle RSS, launcher + app process | — | ${DATABASES.map((k) => `${pick(product[k], "rssApp").toFixed(0)} MB | `).join(" | ")} |`,
