@@ -4,8 +4,10 @@
  * messages again for every model call was most of what a request cost us. A message is immutable
  * once it is in the history, so its JSON is computed once (per model) and reused.
  *
- * What is sent is exactly what pi-ai's Anthropic provider sends for the same history (its
- * `transformMessages` + `convertMessages`; `wire-parity.test.ts` holds the two side by side):
+ * What is sent is what pi-ai's Anthropic provider sends for the same history (its
+ * `transformMessages` + `convertMessages`; `wire-parity.test.ts` holds the two side by side), in
+ * the shortest form the API takes (an answer that is one text as a string, `is_error` only when
+ * true):
  * errored or aborted answers left out, tool calls that never got a result answered with
  * "No result provided", consecutive tool results in one user message, text the API refuses (empty
  * blocks, lone surrogates) dropped, images replaced by a note for a model without image input,
@@ -141,7 +143,14 @@ function assistantEntry(message: AssistantMessage, model: Model<Api>, key: strin
       blocks.push(json({ type: "tool_use", id: sent, name: block.name, input: block.arguments ?? {} }));
     }
   }
-  const text = blocks.length > 0 ? `{"role":"assistant","content":[${blocks.join(",")}]}` : undefined;
+  // An answer that is a single text goes as a plain string, the shortest form (as user text does).
+  const texts = message.content.filter((block) => block.type === "text" && block.text.trim().length > 0);
+  const text =
+    blocks.length === 1 && texts.length === 1
+      ? json({ role: "assistant", content: withoutLoneSurrogates((texts[0] as TextContent).text) })
+      : blocks.length > 0
+        ? `{"role":"assistant","content":[${blocks.join(",")}]}`
+        : undefined;
   return { model: key, role: "assistant", message: text, failed, calls };
 }
 
@@ -161,11 +170,12 @@ function toolResultContent(message: ToolResultMessage, model: Model<Api>): unkno
 }
 
 function toolResultBlock(message: ToolResultMessage, model: Model<Api>, id: string): string {
+  // `is_error` is false unless said (the shortest form).
   return json({
     type: "tool_result",
     tool_use_id: id,
     content: toolResultContent(message, model),
-    is_error: message.isError,
+    ...(message.isError ? { is_error: true } : {}),
   });
 }
 

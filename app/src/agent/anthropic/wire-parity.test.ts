@@ -80,6 +80,37 @@ async function both(model: Model<Api>, context: Context, options: SimpleStreamOp
   return { piRequest, wireRequest, theirs, ours };
 }
 
+type Json = Record<string, unknown>;
+
+/**
+ * pi-ai's request as the wire sends it: tools without `eager_input_streaming` (`leanPayload`), an
+ * answer that is one text block as a plain string, and `is_error` only when true.
+ */
+function asSent(body: Json): unknown {
+  const lean = leanPayload(body) as Json;
+  const messages = (lean.messages as Json[]).map((message) => {
+    const content = message.content;
+    if (!Array.isArray(content)) return message;
+    const [only] = content as Json[];
+    if (
+      message.role === "assistant" &&
+      content.length === 1 &&
+      only?.type === "text" &&
+      Object.keys(only).length === 2
+    )
+      return { ...message, content: only.text };
+    return {
+      ...message,
+      content: (content as Json[]).map((block) => {
+        if (block.type !== "tool_result" || block.is_error !== false) return block;
+        const { is_error: _false, ...rest } = block;
+        return rest;
+      }),
+    };
+  });
+  return { ...lean, messages };
+}
+
 function withoutTimestamp(message: AssistantMessage): Omit<AssistantMessage, "timestamp"> {
   const { timestamp: _timestamp, ...rest } = message;
   return rest;
@@ -248,7 +279,7 @@ describe("the request, against pi-ai's", () => {
       const { piRequest, wireRequest } = await both(modelNamed("claude-sonnet-4-5"), context, {
         cacheRetention: "short",
       });
-      expect(wireRequest.body).toEqual(leanPayload(piRequest.body));
+      expect(wireRequest.body).toEqual(asSent(piRequest.body));
     });
   }
 
@@ -258,7 +289,7 @@ describe("the request, against pi-ai's", () => {
     const history: Message[] = [];
     const check = async (messages: Message[]) => {
       const { piRequest, wireRequest } = await both(model, { systemPrompt: "Hi.", messages, tools: TOOLS });
-      expect(wireRequest.body).toEqual(leanPayload(piRequest.body));
+      expect(wireRequest.body).toEqual(asSent(piRequest.body));
     };
     for (let turn = 0; turn < 6; turn++) {
       history.push({ role: "user", content: `question ${turn}`, timestamp: at });
@@ -286,6 +317,11 @@ describe("the request, against pi-ai's", () => {
       await check(history);
       history.push(answer([{ type: "text", text: `answer ${turn}` }]));
     }
+    // In their shortest form: an answer that is one text as a string, no `is_error: false`.
+    const sent = JSON.stringify(fake.captured.at(-1)?.body.messages);
+    expect(sent).toContain('{"role":"assistant","content":"answer 0"}');
+    expect(sent).toContain('"tool_use_id":"toolu_turn0","content":"0"}');
+    expect(sent).not.toContain('"is_error":false');
     // A summary rebuilt into the first message, then older messages dropped by a compaction.
     history[0] = { role: "user", content: "[Summary] question 0", timestamp: at };
     history.push({ role: "user", content: "after the summary", timestamp: at });
@@ -314,7 +350,7 @@ describe("the request, against pi-ai's", () => {
       timestamp: at,
     });
     const { piRequest, wireRequest } = await both(model, { messages });
-    expect(wireRequest.body).toEqual(leanPayload(piRequest.body));
+    expect(wireRequest.body).toEqual(asSent(piRequest.body));
   });
 
   const SETTINGS: [string, string, SimpleStreamOptions][] = [
@@ -345,7 +381,7 @@ describe("the request, against pi-ai's", () => {
         tools: TOOLS,
       };
       const { piRequest, wireRequest } = await both(model, context, options);
-      expect(wireRequest.body).toEqual(leanPayload(piRequest.body));
+      expect(wireRequest.body).toEqual(asSent(piRequest.body));
       for (const header of ["x-api-key", "anthropic-version", "anthropic-beta", "content-type"]) {
         expect(wireRequest.headers[header], header).toEqual(piRequest.headers[header]);
       }
@@ -359,7 +395,7 @@ describe("the request, against pi-ai's", () => {
     } as Partial<Model<Api>>);
     const context: Context = { messages: [{ role: "user", content: "hi", timestamp: at }], tools: TOOLS };
     const { piRequest, wireRequest } = await both(model, context, { cacheRetention: "long" });
-    expect(wireRequest.body).toEqual(leanPayload(piRequest.body));
+    expect(wireRequest.body).toEqual(asSent(piRequest.body));
     expect(wireRequest.headers["anthropic-beta"]).toBe(piRequest.headers["anthropic-beta"]);
     expect(String(wireRequest.headers["anthropic-beta"])).toContain("fine-grained-tool-streaming");
   });
