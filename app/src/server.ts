@@ -2,7 +2,7 @@ import type { RequestListener } from "node:http";
 import {
   HttpError,
   Router,
-  checkBasicPassword,
+  basicPasswordCheck,
   checkBearer,
   createRequestListener,
   type Logger,
@@ -120,13 +120,14 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     "Referrer-Policy": "no-referrer",
   };
   const trustedOrigins = [deps.web.publicHostname];
+  const ownerPassword = basicPasswordCheck(deps.password);
   return {
     external: createRequestListener(external, {
       logger: deps.logger,
       headers: securityHeaders,
       guard: ({ req, url }) => {
         if (!isPublicRoute(req.method ?? "GET", url.pathname)) {
-          if (!checkBasicPassword(req.headers.authorization, deps.password)) throw unauthorized();
+          if (!ownerPassword(req.headers.authorization)) throw unauthorized();
         }
         // After the password (a caller without it learns nothing), and for public routes too.
         checkOrigin(req, trustedOrigins);

@@ -9,13 +9,29 @@ export function safeEqual(a: string, b: string): boolean {
 
 /** True when the header is HTTP Basic auth whose password matches. The username is ignored. */
 export function checkBasicPassword(header: string | undefined, password: string): boolean {
-  if (!header) return false;
-  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
-  if (!match?.[1]) return false;
-  const decoded = Buffer.from(match[1], "base64").toString("utf8");
-  const colon = decoded.indexOf(":");
-  if (colon === -1) return false;
-  return safeEqual(decoded.slice(colon + 1), password);
+  return basicPasswordCheck(password)(header);
+}
+
+/**
+ * `checkBasicPassword` for one password, whose digest is computed once: the owner's guard runs it
+ * on every request.
+ */
+export function basicPasswordCheck(password: string): (header: string | undefined) => boolean {
+  const expected = createHash("sha256").update(password).digest();
+  return (header) => {
+    if (!header) return false;
+    const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
+    if (!match?.[1]) return false;
+    const decoded = Buffer.from(match[1], "base64").toString("utf8");
+    const colon = decoded.indexOf(":");
+    if (colon === -1) return false;
+    return timingSafeEqual(
+      createHash("sha256")
+        .update(decoded.slice(colon + 1))
+        .digest(),
+      expected,
+    );
+  };
 }
 
 /** True when the header is `Bearer <token>` and the token matches. */
