@@ -161,9 +161,9 @@ export class MessageQueue {
     // Nothing runs or waits: this entry's turn starts as soon as it is saved, so it is saved started.
     const start = !this.running && this.items.length === 0 && !this.reserved && !this.deps.budgetRefusal?.();
     // Without an idempotency key it cannot be a repeat: its turn starts while it is being saved.
-    const reserved =
+    const saving =
       start && idempotencyKey === undefined ? this.deps.inbox.reserve(source, sender, payload) : undefined;
-    if (reserved) return this.submitWhileSaving(reserved.entry, reserved.saved);
+    if (saving) return this.submitWhileSaving(saving.entry, saving.saved);
     if (start) this.reserved = true;
     let added: Awaited<ReturnType<InboxStore["add"]>>;
     try {
