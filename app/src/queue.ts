@@ -12,7 +12,8 @@ export interface TurnEngineLike {
   readonly busy: boolean;
   /**
    * Runs the entry's turn, marking the entry `processing` as `start` says (default "count"). With
-   * `saved`, the entry's insert is still under way: the turn writes nothing before it resolves.
+   * `saved`, the entry's insert is still under way: the turn writes nothing before it resolves,
+   * and stops (taking no steering) if it fails.
    */
   run(inboxId: number, message: UserMessage, start?: TurnStart, saved?: Promise<void>): Promise<TurnOutcome>;
   steer(inboxId: number, message: UserMessage): boolean;
@@ -62,8 +63,6 @@ export interface QueueDeps {
 export const STEERING_REPLY = "Message received, steering the current request.";
 export const ABORTED_REPLY = "Aborted.";
 export const DUPLICATE_REPLY = "This message was already received.";
-/** The reply of a turn whose message could not be saved (its sender got the error instead). */
-export const NOT_SAVED_REPLY = "This message could not be saved.";
 export const EMPTY_REPLY = "(The assistant finished without a text reply.)";
 export const INTERRUPTED_REPLY =
   "Your message was interrupted (the assistant restarted) after some of its actions had already run. " +
@@ -226,7 +225,7 @@ export class MessageQueue {
     try {
       await saved;
     } catch (error) {
-      if (this.current?.id === entry.id) this.deps.engine.abort();
+      // The engine stops the turn itself (see TurnEngineLike.run); nothing of it is finished here.
       this.deps.logger.warn("a message could not be saved; its turn is abandoned", {
         id: entry.id,
         error: errorMessage(error),
@@ -357,7 +356,7 @@ export class MessageQueue {
         if (await this.refusedByBudget(item).catch(() => false)) continue;
         this.current = entry;
         const reply = await this.process(item).catch(async (error: unknown) => {
-          if (await unsaved(current)) return NOT_SAVED_REPLY;
+          if (await unsaved(current)) return ABANDONED;
           this.deps.logger.error("processing a message failed", { id: entry.id, error });
           const text = `Something went wrong: ${errorMessage(error)}`;
           await this.durably(current, () => this.finish(entry.id, "failed", text, errorMessage(error))).catch(
@@ -438,7 +437,7 @@ export class MessageQueue {
           : "count";
       const outcome = await this.deps.engine.run(entry.id, message, start, item.saved);
       // Never saved: never accepted (the sender was told so); nothing of it may be written.
-      if (await unsaved(item)) return NOT_SAVED_REPLY;
+      if (await unsaved(item)) return ABANDONED;
       resumed = false;
       if (outcome.kind === "reply") {
         const text = outcome.text || EMPTY_REPLY;
@@ -544,6 +543,9 @@ export class MessageQueue {
     return true;
   }
 }
+
+/** What a turn whose message was never saved resolves to (nobody waits for it: the sender got the error). */
+const ABANDONED = "This message could not be saved.";
 
 /** Whether the item's insert, still under way when its turn started, failed. */
 function unsaved(item: Item): Promise<boolean> {

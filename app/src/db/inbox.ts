@@ -134,8 +134,7 @@ export class InboxStore {
     // `start`: the queue is idle and runs the entry at once, so it is saved already `processing`
     // with its first attempt counted, sparing the turn a commit of its own to say so. The
     // "received" flags of earlier answers ride along.
-    const seen = [...this.deliveredUnwritten];
-    const parts = withParts(seen.length > 0 ? [deliveredChange(seen)] : [], 7);
+    const { seen, parts } = this.flagsRiding(7);
     const result = await this.db.query<InboxRow & { spare: number }>(
       `${parts.sql}INSERT INTO inbox (source, sender, payload, idempotency_key, status, attempts)
        VALUES ($1, $2, $3, $4, $5, $6)
@@ -190,8 +189,7 @@ export class InboxStore {
       status: "processing",
       attempts: 1,
     };
-    const seen = [...this.deliveredUnwritten];
-    const parts = withParts(seen.length > 0 ? [deliveredChange(seen)] : [], 6);
+    const { seen, parts } = this.flagsRiding(6);
     // Sent from the next turn of the event loop, once the turn has sent its model request: the
     // embedded database runs the insert on this thread, which would otherwise hold the request back.
     const saved = new Promise<void>((resolve) => setImmediate(resolve))
@@ -318,6 +316,12 @@ export class InboxStore {
     clearTimeout(this.deliveredTimer);
     this.deliveredTimer = undefined;
     await this.markDelivered([...this.deliveredUnwritten]);
+  }
+
+  /** The "received" flags not written yet, as a part of an insert whose parameters end at `firstParam - 1`. */
+  private flagsRiding(firstParam: number): { seen: number[]; parts: { sql: string; params: unknown[] } } {
+    const seen = [...this.deliveredUnwritten];
+    return { seen, parts: withParts(seen.length > 0 ? [deliveredChange(seen)] : [], firstParam) };
   }
 
   private written(ids: number[]): void {
