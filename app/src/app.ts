@@ -130,7 +130,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
 
   const embedded = !usesServer(env);
   const configDir = dirname(configPath);
-  await securePrivateState({
+  securePrivateState({
     dirs: [
       filesDir,
       uploadsDir,
@@ -150,7 +150,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     async () => {
       wire.close();
       await db.close();
-      if (embedded) await securePrivateState({ dirs: [], trees: [pgliteDir], files: [] });
+      if (embedded) securePrivateState({ dirs: [], trees: [pgliteDir], files: [] });
     },
   ];
   try {
