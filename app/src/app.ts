@@ -38,7 +38,8 @@ import { loadProviderModule, preconnect } from "./agent/warm-up.js";
 import { AnthropicWire } from "./agent/anthropic/client.js";
 import { wakingClient } from "./local/sibling.js";
 import { modelStreamVia } from "./agent/model-stream.js";
-import { rehearseTurnWrites } from "./agent/rehearsal.js";
+import { rehearseTurnCode, rehearseTurnWrites } from "./agent/rehearsal.js";
+import { truncateToBudget } from "./agent/tokens.js";
 import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
 import { redactManagePluginsArguments } from "./tools/manage-plugins.js";
@@ -64,9 +65,6 @@ import { DeliveryStore } from "./delivery/store.js";
 import { DeliveryWorker, type ChannelSender } from "./delivery/worker.js";
 import { UsageMeter, type UsageRecord } from "./usage/meter.js";
 import { spendOfAssistant, spendOfCall } from "./usage/pricing.js";
-
-/** How long after listening the turn's writes are rehearsed (`agent/rehearsal.ts`). */
-const REHEARSAL_DELAY_MS = 250;
 
 export interface AppOptions {
   env: NodeJS.ProcessEnv;
@@ -477,11 +475,10 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       internalSecret,
       logger: logger.child("http"),
     });
-    // Before listening: answers a crash kept from their audience, then unfinished messages,
-    // ahead of anything new.
-    // The first turn finds the conversation, the provider's library and the connections ready; the
-    // system prompt is composed in the background once the plugin-runner answers, and the turn's
-    // writes are rehearsed in the background once listening.
+    // Before listening: the first turn finds the conversation, the provider's library and the
+    // connections ready, and a turn rehearsed; the system prompt is composed in the background once
+    // the plugin-runner answers. Then answers a crash kept from their audience, then unfinished
+    // messages, ahead of anything new.
     phases.end("services and state");
     const priming = new AbortController();
     cleanup.unshift(async () => priming.abort());
@@ -498,6 +495,17 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       inbox.drawAhead(),
     ]);
     phases.end("warm-up");
+    // The first turn finds its statements planned (on PGlite, their WebAssembly compiled) and its
+    // code compiled by V8, with the history's encoding kept (`agent/rehearsal.ts`).
+    await rehearseTurnWrites(db, timezone);
+    if (direct)
+      await rehearseTurnCode({
+        wire,
+        model,
+        history: (await conversation.current()).messages.map((row) => row.message),
+        transformContext: async (context) => truncateToBudget(context, budget.truncateAbove),
+      });
+    phases.end("rehearsal");
     const handed = await answers.recover();
     if (handed > 0) logger.info("handed over earlier answers", { count: handed });
     const resumed = await queue.recover();
@@ -513,14 +521,6 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const boundInternal = await listen(internal, internalPort, settings.INTERNAL_HOST ?? host);
     cleanup.unshift(() => closeServer(internal));
     worker.start();
-    // Requests that come at once (a client waiting for the start) go first; a turn arriving while
-    // it runs waits for it (PGlite's one connection) or runs beside it (a server).
-    let rehearsal: Promise<void> | undefined;
-    const rehearse = setTimeout(() => (rehearsal = rehearseTurnWrites(db, timezone)), REHEARSAL_DELAY_MS);
-    cleanup.unshift(async () => {
-      clearTimeout(rehearse);
-      await rehearsal;
-    });
     if (telegramApi) {
       const stop = registerWebhook(telegramApi, {
         url: `${publicHostname}/telegram/webhook`,

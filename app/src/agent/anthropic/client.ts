@@ -13,6 +13,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { Readable } from "node:stream";
 import {
   createAssistantMessageEventStream,
   type Api,
@@ -138,6 +139,22 @@ export class AnthropicWire {
   }
 
   /**
+   * A model call made as `stream` makes it, answered by `answer` (an event stream's text) instead
+   * of the network: the request is built, its history's encoding kept for the next request, and
+   * the answer read. A start runs a first turn's code this way before anyone waits for it.
+   */
+  rehearse(
+    model: Model<Api>,
+    context: Context,
+    options: WireStreamOptions,
+    answer: string,
+  ): AssistantMessageEventStream {
+    const stream = createAssistantMessageEventStream();
+    void this.run(model, context, options, stream, async () => cannedResponse(answer));
+    return stream;
+  }
+
+  /**
    * Opens a connection to the host of `baseUrl` before the first turn needs one: a HEAD request to
    * the host's root, with no credentials and no effect, whose connection stays in this path's pool
    * while the host keeps it alive. Never throws.
@@ -177,6 +194,7 @@ export class AnthropicWire {
     context: Context,
     options: WireStreamOptions,
     stream: AssistantMessageEventStream,
+    respond = (request: WireRequest) => this.send(request, options),
   ): Promise<void> {
     const output = emptyAnswer(model);
     const signal = options.signal;
@@ -188,7 +206,7 @@ export class AnthropicWire {
         this.messages,
       );
       options.onRequest?.();
-      const response = await this.send(request, options);
+      const response = await respond(request);
       await options.onResponse?.({ status: response.statusCode ?? 0, headers: flatHeaders(response) }, model);
       stream.push({ type: "start", partial: output });
       await this.read(response, new AnswerBuilder(model, output, stream), signal);
@@ -314,6 +332,16 @@ export class AnthropicWire {
       });
     });
   }
+}
+
+/** A 200 answer carrying `body`, read the way a response from the network is. */
+function cannedResponse(body: string): IncomingMessage {
+  const response = Readable.from([Buffer.from(body)], { objectMode: false });
+  return Object.assign(response, {
+    statusCode: 200,
+    headers: { "content-type": "text/event-stream" },
+    complete: true,
+  }) as unknown as IncomingMessage;
 }
 
 function flatHeaders(response: IncomingMessage): Record<string, string> {
