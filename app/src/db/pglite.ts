@@ -9,6 +9,10 @@ import type { Database, QueryOptions, QueryResult } from "./database.js";
  * One person's assistant reads a few MB per turn, and the files stay in the OS page cache anyway.
  */
 const PGLITE_SETTINGS = ["-c", "shared_buffers=16MB"];
+// PGlite starts PostgreSQL with `-F` (no fsync), and turning it on would change nothing: its file
+// system layer has no fsync and its fdatasync does nothing. Committed writes are in the kernel's
+// page cache when a statement returns (they survive the process's death), not on the disk
+// (DECISIONLOG.md: "The embedded database does not survive a power cut").
 
 /**
  * A parameter as text, the way `pg` sends it (so a statement behaves the same on both databases):
