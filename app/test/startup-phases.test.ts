@@ -29,6 +29,7 @@ it("logs each start-up phase's duration at debug level, and the total when liste
     "migrations",
     "services and state",
     "warm-up",
+    "rehearsal",
     "recovery and scheduler",
     "listening",
   ]);
