@@ -34,12 +34,8 @@ import { ConversationStore } from "./agent/conversation.js";
 import { SystemPromptCache } from "./agent/prompt-cache.js";
 import { StartupPhases } from "./startup-phases.js";
 import { APP_LAYOUT } from "./app-dir.js";
-import { loadProviderModule, preconnect } from "./agent/warm-up.js";
-import { AnthropicWire } from "./agent/anthropic/client.js";
+import { openModelClient, warmUpFirstTurn } from "./agent/warm-up.js";
 import { wakingClient } from "./local/sibling.js";
-import { modelStreamVia } from "./agent/model-stream.js";
-import { rehearseTurnCode, rehearseTurnWrites } from "./agent/rehearsal.js";
-import { truncateToBudget } from "./agent/tokens.js";
 import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
 import { redactManagePluginsArguments } from "./tools/manage-plugins.js";
@@ -52,17 +48,10 @@ import { withTranscripts } from "./media/voice.js";
 import { describePluginsForPrompt } from "./plugins/plugin-list.js";
 import { PluginDetailCache } from "./plugins/detail-cache.js";
 import type { AnyAgentTool } from "./tools/result.js";
-import { Allowlist, normalizeIdentifier } from "./allowlist/allowlist.js";
-import { isOwnerMessage, maySteer, type Channel, type OwnerContact } from "./audience.js";
-import { TelegramApi } from "./channels/telegram/api.js";
-import { TelegramMediaFetcher } from "./channels/telegram/media.js";
+import { isOwnerMessage, maySteer } from "./audience.js";
 import { registerWebhook } from "./channels/telegram/registration.js";
-import { TelegramSender } from "./channels/telegram/sender.js";
-import { SignalSender } from "./channels/signal/sender.js";
-import { AnswerDelivery } from "./delivery/answers.js";
-import { OutboxFiles, composeDeliveries } from "./delivery/compose.js";
-import { DeliveryStore } from "./delivery/store.js";
-import { DeliveryWorker, type ChannelSender } from "./delivery/worker.js";
+import { OutboxFiles } from "./delivery/compose.js";
+import { wireChannels } from "./channels/wiring.js";
 import { UsageMeter, type UsageRecord } from "./usage/meter.js";
 import { spendOfAssistant, spendOfCall } from "./usage/pricing.js";
 
@@ -116,14 +105,9 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       ? undefined
       : `The assistant has no LLM provider key yet. Add apiKey = "..." (or authFile) to ${configPath} and restart.`;
   if (notConfigured) logger.warn(notConfigured);
-  // Meanwhile: the model's client and a connection to its host, which the first turn would
-  // otherwise load and open. A Messages API model with an API key is served by the assistant's
-  // own client (`agent/anthropic`), which needs no library of pi-ai's loaded.
-  const wire = new AnthropicWire();
-  const callModels = modelStreamVia(wire);
-  const direct = AnthropicWire.handles(model, startKey);
-  const providerLoaded = direct ? Promise.resolve() : loadProviderModule(model.api);
-  void (direct ? wire.preconnect(model.baseUrl) : preconnect(model.baseUrl));
+  // Meanwhile: the model's client and a connection to its host.
+  const modelClient = openModelClient(model, startKey);
+  const { wire, callModels } = modelClient;
   phases.end("config");
 
   const embedded = !usesServer(env);
@@ -190,71 +174,28 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     cleanup.unshift(() => inbox.flushDelivered().catch(() => undefined));
 
     // Channels, the owner, the allowlist and the delivery outbox.
-    const ownerIds = {
-      telegram:
-        config.owner?.telegram === undefined
-          ? undefined
-          : normalizeIdentifier("telegram", String(config.owner.telegram)),
-      signal: config.owner?.signal,
-    };
-    // Only the channels that are configured can reach the owner.
-    const ownerContact: OwnerContact = {
-      telegram: config.telegram ? ownerIds.telegram : undefined,
-      signal: config.signal ? ownerIds.signal : undefined,
-    };
-    const listOf = (id: string | undefined) => (id ? [id] : []);
-    const allowlist = new Allowlist(
+    const {
+      ownerIds,
+      ownerContact,
+      allowlist,
+      telegramApi,
+      signalBridge,
+      deliveries,
+      worker,
+      answers,
+      tell,
+      mediaFetcher,
+    } = await wireChannels({
+      config,
       db,
+      inbox,
       internalSecret,
-      { telegram: listOf(ownerIds.telegram), signal: listOf(ownerIds.signal), whatsapp: [], email: [] },
-      logger.child("allowlist"),
-    );
-    const imported = await allowlist.importLegacyOnce({
-      telegram: config.telegram?.allowedChatIds.map(String),
-      signal: config.signal?.allowedNumbers,
-    });
-    if (imported > 0)
-      logger.info("copied the allowlists from config.toml into the settings", { count: imported });
-    const telegramApi = config.telegram
-      ? new TelegramApi(config.telegram.apiBaseUrl, config.telegram.botToken)
-      : undefined;
-    const channels: Partial<Record<Channel, ChannelSender>> = {};
-    if (telegramApi) channels.telegram = new TelegramSender(telegramApi);
-    const signalBridge = config.signal ? sibling("signal-bridge", settings.SIGNAL_BRIDGE_URL) : undefined;
-    if (signalBridge) channels.signal = new SignalSender(signalBridge, `${publicHostname}/signal/captcha`);
-    const deliveries = new DeliveryStore(db);
-    const worker = new DeliveryWorker({
-      store: deliveries,
-      channels,
-      logger: logger.child("delivery"),
-      onGiveUp: (delivery, error) =>
-        inbox.addNotice(
-          "delivery",
-          `(a ${delivery.channel} message to ${delivery.recipient})`,
-          `A ${delivery.channel} message to ${delivery.recipient} could not be delivered and was given up: ${error}` +
-            (delivery.payload.text
-              ? `\n\nIt said:\n${delivery.payload.format === "html" ? delivery.payload.text.replace(/<[^>]*>/g, "") : delivery.payload.text}`
-              : ""),
-        ),
+      publicHostname,
+      uploadsDir,
+      signalBridge: () => sibling("signal-bridge", settings.SIGNAL_BRIDGE_URL),
+      logger,
     });
     cleanup.unshift(() => worker.stop());
-    const answers = new AnswerDelivery({
-      inbox,
-      store: deliveries,
-      worker,
-      owner: ownerContact,
-      logger: logger.child("delivery"),
-    });
-    const tell = async (channel: Channel, recipient: string, text: string, key: string): Promise<void> => {
-      const payloads = composeDeliveries(channel, { markdown: text });
-      await deliveries.add(
-        payloads.map((payload, index) => ({ channel, recipient, payload, key: `${key}:${index}` })),
-      );
-      void worker.kick();
-    };
-    const mediaFetcher = telegramApi
-      ? new TelegramMediaFetcher(telegramApi, uploadsDir, inbox, logger.child("telegram"))
-      : undefined;
     // The queue exists once the turn engine does (firings only come after start(); sends only in turns).
     const late: { queue?: MessageQueue } = {};
     const scheduler = new Scheduler({
@@ -482,30 +423,23 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     phases.end("services and state");
     const priming = new AbortController();
     cleanup.unshift(async () => priming.abort());
-    const runnerAnswers = () =>
-      pluginRunner.request("GET", "/health", { retries: 0, timeoutMs: 1_000 }).then(
-        () => true,
-        () => false,
-      );
-    void systemPrompt.prime(runnerAnswers, { signal: priming.signal });
-    await Promise.all([
-      conversation.current(),
-      providerLoaded,
-      db.relaxed.query("SELECT 1"),
-      inbox.drawAhead(),
-    ]);
-    phases.end("warm-up");
-    // The first turn finds its statements planned (on PGlite, their WebAssembly compiled) and its
-    // code compiled by V8, with the history's encoding kept (`agent/rehearsal.ts`).
-    await rehearseTurnWrites(db, timezone);
-    if (direct)
-      await rehearseTurnCode({
-        wire,
-        model,
-        history: (await conversation.current()).messages.map((row) => row.message),
-        transformContext: async (context) => truncateToBudget(context, budget.truncateAbove),
-      });
-    phases.end("rehearsal");
+    await warmUpFirstTurn({
+      db,
+      timezone,
+      model,
+      client: modelClient,
+      conversation,
+      inbox,
+      budget,
+      systemPrompt,
+      runnerAnswers: () =>
+        pluginRunner.request("GET", "/health", { retries: 0, timeoutMs: 1_000 }).then(
+          () => true,
+          () => false,
+        ),
+      signal: priming.signal,
+      phases,
+    });
     const handed = await answers.recover();
     if (handed > 0) logger.info("handed over earlier answers", { count: handed });
     const resumed = await queue.recover();

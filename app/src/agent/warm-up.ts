@@ -1,4 +1,13 @@
-import { setBedrockProviderModule } from "@mariozechner/pi-ai";
+import { setBedrockProviderModule, type Api, type Model } from "@mariozechner/pi-ai";
+import type { Database } from "../db/database.js";
+import type { InboxStore } from "../db/inbox.js";
+import type { StartupPhases } from "../startup-phases.js";
+import { AnthropicWire } from "./anthropic/client.js";
+import type { ConversationStore } from "./conversation.js";
+import { modelStreamVia, type ModelStream } from "./model-stream.js";
+import type { SystemPromptCache } from "./prompt-cache.js";
+import { rehearseTurnCode, rehearseTurnWrites } from "./rehearsal.js";
+import { truncateToBudget, type TokenBudget } from "./tokens.js";
 
 /**
  * Work a first turn would otherwise pay for, done while the app starts: loading the provider's
@@ -40,4 +49,71 @@ export async function preconnect(baseUrl: string): Promise<void> {
   } catch {
     // Offline, a refused connection, a bad URL: the first turn finds out for itself.
   }
+}
+
+/** The model calls' client, set up while the app starts. */
+export interface ModelClient {
+  /** The assistant's own Messages API client (`agent/anthropic`). */
+  wire: AnthropicWire;
+  /** Every model call: through `wire` where it serves the model and key, through pi-ai elsewhere. */
+  callModels: ModelStream;
+  /** Whether `wire` serves the configured model with the key known at start. */
+  direct: boolean;
+  /** Settles once pi-ai's provider module is loaded (at once when `wire` serves the model). */
+  providerLoaded: Promise<void>;
+}
+
+/**
+ * Opens the model's client and a connection to its host, which the first turn would otherwise
+ * load and open. A Messages API model with an API key is served by the assistant's own client,
+ * which needs no library of pi-ai's loaded.
+ */
+export function openModelClient(model: Model<Api>, startKey: string | undefined): ModelClient {
+  const wire = new AnthropicWire();
+  const direct = AnthropicWire.handles(model, startKey);
+  const providerLoaded = direct ? Promise.resolve() : loadProviderModule(model.api);
+  void (direct ? wire.preconnect(model.baseUrl) : preconnect(model.baseUrl));
+  return { wire, callModels: modelStreamVia(wire), direct, providerLoaded };
+}
+
+export interface FirstTurnWarmUp {
+  db: Database;
+  timezone: string;
+  model: Model<Api>;
+  client: ModelClient;
+  conversation: ConversationStore;
+  inbox: InboxStore;
+  budget: TokenBudget;
+  systemPrompt: { prime: SystemPromptCache<unknown>["prime"] };
+  /** Whether the plugin-runner answers (the system prompt lists its plugins). */
+  runnerAnswers: () => Promise<boolean>;
+  /** Stops composing the system prompt in the background (the app is closing). */
+  signal: AbortSignal;
+  phases: StartupPhases;
+}
+
+/**
+ * What the first turn would otherwise wait for, done before the app listens: the conversation
+ * loaded, the provider's library and the database connections ready, the inbox's next id drawn,
+ * and a turn rehearsed (`rehearsal.ts`). The system prompt is composed in the background once the
+ * plugin-runner answers. None of it can fail the start.
+ */
+export async function warmUpFirstTurn(w: FirstTurnWarmUp): Promise<void> {
+  void w.systemPrompt.prime(w.runnerAnswers, { signal: w.signal });
+  await Promise.all([
+    w.conversation.current(),
+    w.client.providerLoaded,
+    w.db.relaxed.query("SELECT 1"),
+    w.inbox.drawAhead(),
+  ]);
+  w.phases.end("warm-up");
+  await rehearseTurnWrites(w.db, w.timezone);
+  if (w.client.direct)
+    await rehearseTurnCode({
+      wire: w.client.wire,
+      model: w.model,
+      history: (await w.conversation.current()).messages.map((row) => row.message),
+      transformContext: async (context) => truncateToBudget(context, w.budget.truncateAbove),
+    });
+  w.phases.end("rehearsal");
 }

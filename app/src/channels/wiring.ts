@@ -1,0 +1,130 @@
+import type { Logger, ServiceClient } from "@stavrobot/common";
+import { Allowlist, normalizeIdentifier } from "../allowlist/allowlist.js";
+import type { Channel, OwnerContact } from "../audience.js";
+import type { AppConfig } from "../config.js";
+import type { Database } from "../db/database.js";
+import type { InboxStore } from "../db/inbox.js";
+import { AnswerDelivery } from "../delivery/answers.js";
+import { composeDeliveries } from "../delivery/compose.js";
+import { DeliveryStore } from "../delivery/store.js";
+import { DeliveryWorker, type ChannelSender } from "../delivery/worker.js";
+import { SignalSender } from "./signal/sender.js";
+import { TelegramApi } from "./telegram/api.js";
+import { TelegramMediaFetcher } from "./telegram/media.js";
+import { TelegramSender } from "./telegram/sender.js";
+
+export interface ChannelWiringOptions {
+  config: AppConfig;
+  db: Database;
+  inbox: InboxStore;
+  internalSecret: string;
+  publicHostname: string;
+  uploadsDir: string;
+  /** The signal-bridge's client, made only when Signal is configured. */
+  signalBridge: () => ServiceClient;
+  logger: Logger;
+}
+
+/** The channels, the owner, the allowlist and the delivery outbox, as one configuration has them. */
+export interface ChannelWiring {
+  /** The owner's identifiers, whether or not their channel is configured. */
+  ownerIds: { telegram: string | undefined; signal: string | undefined };
+  /** How the owner is reached: only through the channels that are configured. */
+  ownerContact: OwnerContact;
+  allowlist: Allowlist;
+  telegramApi: TelegramApi | undefined;
+  signalBridge: ServiceClient | undefined;
+  deliveries: DeliveryStore;
+  worker: DeliveryWorker;
+  answers: AnswerDelivery;
+  /** Sends a short text to someone on a channel, through the outbox. */
+  tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
+  /** Fetches a Telegram message's files when its turn starts (Telegram only). */
+  mediaFetcher: TelegramMediaFetcher | undefined;
+}
+
+/**
+ * Builds what reaches people: the configured channels' senders, the outbox worker that sends
+ * through them (a message it gives up on becomes a notice to the owner), the answers' delivery and
+ * the allowlist (copied once from config.toml's legacy lists). Nothing is sent until the caller
+ * starts the worker.
+ */
+export async function wireChannels(options: ChannelWiringOptions): Promise<ChannelWiring> {
+  const { config, db, inbox, logger } = options;
+  const ownerIds = {
+    telegram:
+      config.owner?.telegram === undefined
+        ? undefined
+        : normalizeIdentifier("telegram", String(config.owner.telegram)),
+    signal: config.owner?.signal,
+  };
+  const ownerContact: OwnerContact = {
+    telegram: config.telegram ? ownerIds.telegram : undefined,
+    signal: config.signal ? ownerIds.signal : undefined,
+  };
+  const listOf = (id: string | undefined) => (id ? [id] : []);
+  const allowlist = new Allowlist(
+    db,
+    options.internalSecret,
+    { telegram: listOf(ownerIds.telegram), signal: listOf(ownerIds.signal), whatsapp: [], email: [] },
+    logger.child("allowlist"),
+  );
+  const imported = await allowlist.importLegacyOnce({
+    telegram: config.telegram?.allowedChatIds.map(String),
+    signal: config.signal?.allowedNumbers,
+  });
+  if (imported > 0)
+    logger.info("copied the allowlists from config.toml into the settings", { count: imported });
+  const telegramApi = config.telegram
+    ? new TelegramApi(config.telegram.apiBaseUrl, config.telegram.botToken)
+    : undefined;
+  const channels: Partial<Record<Channel, ChannelSender>> = {};
+  if (telegramApi) channels.telegram = new TelegramSender(telegramApi);
+  const signalBridge = config.signal ? options.signalBridge() : undefined;
+  if (signalBridge)
+    channels.signal = new SignalSender(signalBridge, `${options.publicHostname}/signal/captcha`);
+  const deliveries = new DeliveryStore(db);
+  const worker = new DeliveryWorker({
+    store: deliveries,
+    channels,
+    logger: logger.child("delivery"),
+    onGiveUp: (delivery, error) =>
+      inbox.addNotice(
+        "delivery",
+        `(a ${delivery.channel} message to ${delivery.recipient})`,
+        `A ${delivery.channel} message to ${delivery.recipient} could not be delivered and was given up: ${error}` +
+          (delivery.payload.text
+            ? `\n\nIt said:\n${delivery.payload.format === "html" ? delivery.payload.text.replace(/<[^>]*>/g, "") : delivery.payload.text}`
+            : ""),
+      ),
+  });
+  const answers = new AnswerDelivery({
+    inbox,
+    store: deliveries,
+    worker,
+    owner: ownerContact,
+    logger: logger.child("delivery"),
+  });
+  const tell = async (channel: Channel, recipient: string, text: string, key: string): Promise<void> => {
+    const payloads = composeDeliveries(channel, { markdown: text });
+    await deliveries.add(
+      payloads.map((payload, index) => ({ channel, recipient, payload, key: `${key}:${index}` })),
+    );
+    void worker.kick();
+  };
+  const mediaFetcher = telegramApi
+    ? new TelegramMediaFetcher(telegramApi, options.uploadsDir, inbox, logger.child("telegram"))
+    : undefined;
+  return {
+    ownerIds,
+    ownerContact,
+    allowlist,
+    telegramApi,
+    signalBridge,
+    deliveries,
+    worker,
+    answers,
+    tell,
+    mediaFetcher,
+  };
+}
