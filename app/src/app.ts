@@ -439,6 +439,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         ),
       signal: priming.signal,
       phases,
+      logger,
     });
     const handed = await answers.recover();
     if (handed > 0) logger.info("handed over earlier answers", { count: handed });

@@ -90,8 +90,11 @@ let db: Database;
 let inbox: InboxStore;
 let engine: ScriptedEngine;
 
-function makeQueue(overrides: { maxRetries?: number; retryDelayMs?: number } = {}): MessageQueue {
+function makeQueue(
+  overrides: { maxRetries?: number; retryDelayMs?: number; reloadConversation?: () => void } = {},
+): MessageQueue {
   return new MessageQueue({
+    reloadConversation: overrides.reloadConversation,
     inbox,
     engine,
     buildUserMessage: async (entry) => userMessage(entry),
@@ -152,6 +155,22 @@ describe("MessageQueue", () => {
     await queue.idle();
     expect(engine.runs).toEqual([first.id, second.id]);
     expect((await status(second.id))?.status).toBe("done");
+  });
+
+  it("reads the conversation again at recovery only when a crash left something unfinished", async () => {
+    const reloads = vi.fn();
+    // A clean stop: the copy loaded at start (and the request encoding kept for it) stays.
+    const done = (await inbox.add(null, null, { message: "done", attachments: [] })).entry;
+    await inbox.finish(done.id, "done", "ok");
+    expect(await makeQueue({ reloadConversation: reloads }).recover()).toBe(0);
+    expect(reloads).not.toHaveBeenCalled();
+    // A crash mid-turn: what it left is read from the database.
+    const crashed = (await inbox.add(null, null, { message: "crashed", attachments: [] })).entry;
+    await inbox.markProcessing(crashed.id);
+    const queue = makeQueue({ reloadConversation: reloads });
+    expect(await queue.recover()).toBe(1);
+    expect(reloads).toHaveBeenCalledTimes(1);
+    await queue.idle();
   });
 
   it("queues (once) an owner's message whose steering came too late", async () => {

@@ -271,10 +271,13 @@ export class MessageQueue {
 
   /** Called once at start-up, before new messages arrive: resume or settle what was unfinished. */
   async recover(): Promise<number> {
+    const unfinished = await this.deps.inbox.unfinished();
     // What a crashed process left behind is read from the database, not from any copy in memory.
-    this.deps.reloadConversation?.();
+    // After a clean stop there is nothing: the copy loaded at start (whose encoding the rehearsal
+    // kept) stays.
+    if (unfinished.length > 0) this.deps.reloadConversation?.();
     let resumed = 0;
-    for (const entry of await this.deps.inbox.unfinished()) {
+    for (const entry of unfinished) {
       const saved = await this.deps.messagesForInbox(entry.id);
       if (entry.status === "steered") {
         if (await this.settleSteer(entry)) continue;

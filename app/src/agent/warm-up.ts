@@ -1,4 +1,5 @@
 import { setBedrockProviderModule, type Api, type Model } from "@mariozechner/pi-ai";
+import type { Logger } from "@stavrobot/common";
 import type { Database } from "../db/database.js";
 import type { InboxStore } from "../db/inbox.js";
 import type { StartupPhases } from "../startup-phases.js";
@@ -90,6 +91,7 @@ export interface FirstTurnWarmUp {
   /** Stops composing the system prompt in the background (the app is closing). */
   signal: AbortSignal;
   phases: StartupPhases;
+  logger: Logger;
 }
 
 /**
@@ -108,12 +110,14 @@ export async function warmUpFirstTurn(w: FirstTurnWarmUp): Promise<void> {
   ]);
   w.phases.end("warm-up");
   await rehearseTurnWrites(w.db, w.timezone);
-  if (w.client.direct)
-    await rehearseTurnCode({
+  if (w.client.direct) {
+    const complete = await rehearseTurnCode({
       wire: w.client.wire,
       model: w.model,
       history: (await w.conversation.current()).messages.map((row) => row.message),
       transformContext: async (context) => truncateToBudget(context, w.budget.truncateAbove),
     });
+    if (!complete) w.logger.debug("the rehearsal of a turn's code did not run to its end");
+  }
   w.phases.end("rehearsal");
 }
