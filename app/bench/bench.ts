@@ -10,7 +10,8 @@
  * 3. Bytes sent to the model over a fixed 20-message conversation with every tool registered,
  *    and how much of each request the previous one makes cacheable (tools, system, leading messages).
  * 4. History at scale: a database holding a year of use (BENCH_SCALE messages, default 1,000,000,
- *    with compactions): start, first turn, request size, db_search time, against a fresh one.
+ *    with compactions): start, first turn, request size, db_search time, against an empty one and
+ *    one holding only the same recent conversation.
  * 5. The plugin-runner's own figures and what run_plugin_tool adds to a spawn.
  *
  * BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE, BENCH_ONLY (comma list of turns, bytes,
@@ -31,7 +32,7 @@ import { openDatabase } from "../src/db/database.js";
 import { createDbSearchTool } from "../src/tools/db-search.js";
 import { configFor, createTestEnv, startTestApp, type TestEnv } from "../test/helpers/app.js";
 import { repoRoot } from "../test/helpers/process.js";
-import { fillHistory } from "./history.js";
+import { COMPACT_EVERY, fillHistory } from "./history.js";
 import {
   median,
   ms,
@@ -384,15 +385,28 @@ async function timeFirstTurn(target: ChatTarget): Promise<number> {
   return performance.now() - start;
 }
 
+/**
+ * Three databases per kind: an empty one; a small one holding just the conversation the big one
+ * sends (the messages since its last compaction, as many as `COMPACT_EVERY`); and the big one.
+ * Against the empty database the big one's turn also carries that conversation; against the small
+ * one only the stored history differs.
+ */
 async function historyAtScale(fake: FakeLlmServer): Promise<string[]> {
-  const rows = [
-    `| history at scale | ${DATABASES.map((k) => `${k}, fresh | ${k}, ${SCALE.toLocaleString("en")} messages | ratio`).join(" | ")} |`,
-    `|---|${DATABASES.map(() => "---|---|---").join("|")}|`,
+  const sizes = [0, 2 * COMPACT_EVERY, SCALE];
+  const heads = [
+    "empty",
+    `${sizes[1]?.toLocaleString("en")} messages`,
+    `${SCALE.toLocaleString("en")} messages`,
   ];
-  const results: Record<string, [ScaleFigures, ScaleFigures]> = {};
+  const rows = [
+    `| history at scale | ${DATABASES.map((k) => `${heads.map((h) => `${k}, ${h}`).join(" | ")} | big ÷ empty | big ÷ small`).join(" | ")} |`,
+    `|---|${DATABASES.map(() => "---|---|---|---|---").join("|")}|`,
+  ];
+  const results: Record<string, ScaleFigures[]> = {};
   for (const kind of DATABASES) {
     process.stderr.write(`bench: history at scale on ${kind}\n`);
-    results[kind] = [await scaleRun(fake, kind, 0), await scaleRun(fake, kind, SCALE)];
+    results[kind] = [];
+    for (const size of sizes) results[kind].push(await scaleRun(fake, kind, size));
   }
   const line = (
     label: string,
@@ -401,9 +415,11 @@ async function historyAtScale(fake: FakeLlmServer): Promise<string[]> {
     compare = true,
   ) =>
     `| ${label} | ${DATABASES.map((k) => {
-      const [fresh, big] = results[k] as [ScaleFigures, ScaleFigures];
-      const ratioText = compare ? ratio(value(big), value(fresh)) : "—";
-      return `${format(value(fresh))} | ${format(value(big))} | ${ratioText}`;
+      const [empty, small, big] = results[k] as [ScaleFigures, ScaleFigures, ScaleFigures];
+      const ratios = compare
+        ? `${ratio(value(big), value(empty))} | ${ratio(value(big), value(small))}`
+        : "— | —";
+      return `${format(value(empty))} | ${format(value(small))} | ${format(value(big))} | ${ratios}`;
     }).join(" | ")} |`;
   rows.push(
     line(`start → first authenticated 200 (median of ${SCALE_STARTS} starts)`, (f) => f.start, ms),

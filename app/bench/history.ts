@@ -9,11 +9,14 @@ const WORDS =
   "garden tomato invoice meeting train Berlin dentist birthday recipe budget laptop insurance " +
   "holiday passport plumber physics novel marathon coffee library contract pension lease";
 
+/** How often the filled history has a compaction (in messages); the newest `COMPACT_EVERY` are the conversation. */
+export const COMPACT_EVERY = 400;
+
 export async function fillHistory(
   db: Queryable,
   options: { count: number; compactEvery?: number; batch?: number },
 ): Promise<void> {
-  const compactEvery = options.compactEvery ?? 400;
+  const compactEvery = options.compactEvery ?? COMPACT_EVERY;
   const batch = options.batch ?? 50_000;
   const words = WORDS.split(" ");
   const start = Date.now() - 365 * 24 * 3600_000;
