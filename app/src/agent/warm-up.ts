@@ -97,8 +97,8 @@ export interface FirstTurnWarmUp {
 /**
  * What the first turn would otherwise wait for, done before the app listens: the conversation
  * loaded, the provider's library and the database connections ready, the inbox's next id drawn,
- * and a turn rehearsed (`rehearsal.ts`). The system prompt is composed in the background once the
- * plugin-runner answers. None of it can fail the start.
+ * and a turn rehearsed (`rehearsal.ts`, which never fails the start). The system prompt is composed
+ * in the background once the plugin-runner answers.
  */
 export async function warmUpFirstTurn(w: FirstTurnWarmUp): Promise<void> {
   void w.systemPrompt.prime(w.runnerAnswers, { signal: w.signal });
