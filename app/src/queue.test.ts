@@ -11,14 +11,8 @@ import { messagesForInbox, saveMessage } from "./db/messages.js";
 import { migrate } from "./db/migrations.js";
 import type { TurnOutcome, TurnStart } from "./agent/turn.js";
 import { maySteer } from "./audience.js";
-import {
-  ABORTED_REPLY,
-  CRASHED_REPLY,
-  DUPLICATE_REPLY,
-  MessageQueue,
-  STEERING_REPLY,
-  type TurnEngineLike,
-} from "./queue.js";
+import { MessageQueue, type TurnEngineLike } from "./queue.js";
+import { ABORTED_REPLY, CRASHED_REPLY, DUPLICATE_REPLY, STEERING_REPLY } from "./queue-replies.js";
 
 const userMessage = (entry: InboxEntry): UserMessage => ({
   role: "user",

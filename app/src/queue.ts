@@ -6,6 +6,17 @@ import type { StoredMessage } from "./db/messages.js";
 import type { TurnOutcome, TurnStart } from "./agent/turn.js";
 import type { Answer } from "./delivery/answers.js";
 import { startedByNobody } from "./audience.js";
+import { HeldTurns } from "./queue-hold.js";
+import {
+  STEERING_REPLY,
+  ABORTED_REPLY,
+  DUPLICATE_REPLY,
+  EMPTY_REPLY,
+  INTERRUPTED_REPLY,
+  OUTAGE_REPLY,
+  CRASHED_REPLY,
+  describeProviderError,
+} from "./queue-replies.js";
 
 /** The part of TurnEngine the queue drives (an interface so tests can script outcomes). */
 export interface TurnEngineLike {
@@ -60,20 +71,6 @@ export interface QueueDeps {
   logger: Logger;
 }
 
-export const STEERING_REPLY = "Message received, steering the current request.";
-export const ABORTED_REPLY = "Aborted.";
-export const DUPLICATE_REPLY = "This message was already received.";
-export const EMPTY_REPLY = "(The assistant finished without a text reply.)";
-export const INTERRUPTED_REPLY =
-  "Your message was interrupted (the assistant restarted) after some of its actions had already run. " +
-  "It was not retried, to avoid repeating them; please check what was done and ask again if needed.";
-export const OUTAGE_REPLY =
-  "Your message was interrupted by a database outage after some of its actions had already run. " +
-  "It was not retried, to avoid repeating them; please check what was done and ask again if needed.";
-export const CRASHED_REPLY =
-  "The assistant stopped unexpectedly every time it worked on your message, so it gave up on it. " +
-  "Please try again, perhaps worded differently.";
-
 export interface Submitted {
   id: number;
   reply: Promise<string>;
@@ -113,9 +110,11 @@ export class MessageQueue {
   private reserved = false;
   /** Whether a message steered a turn since steering was last settled. */
   private steeredSinceSettled = false;
-  /** Turns no person started, waiting for the budget to allow them. */
-  private held: Item[] = [];
-  private holdTimer: NodeJS.Timeout | undefined;
+  /** Turns no person started, waiting for the budget to allow them; then queued again. */
+  private readonly held = new HeldTurns<Item>((items) => {
+    for (const item of items) this.insertInOrder(item);
+    void this.pump();
+  });
   /** The entry whose turn is running (steering needs to know whose conversation it is). */
   private current: InboxEntry | undefined;
   private idleWaiters: (() => void)[] = [];
@@ -312,11 +311,9 @@ export class MessageQueue {
     if (existing) return existing;
     let defer = () => {};
     const deferred = new Promise<void>((resolve) => (defer = resolve));
-    const reply = new Promise<string>((resolve) => {
-      // Acceptance order is inbox id order, even when two saves finish out of order.
-      const at = this.items.findIndex((item) => item.entry.id > entry.id);
-      this.items.splice(at === -1 ? this.items.length : at, 0, { entry, started, saved, resolve, defer });
-    });
+    const reply = new Promise<string>((resolve) =>
+      this.insertInOrder({ entry, started, saved, resolve, defer }),
+    );
     const handle = { reply, deferred };
     this.waiting.set(entry.id, handle);
     void this.pump();
@@ -400,8 +397,7 @@ export class MessageQueue {
         id: entry.id,
         until: refusal.resetsAt,
       });
-      this.held.push(item);
-      this.releaseHeldAt(refusal.resetsAt);
+      this.held.hold(item, refusal.resetsAt);
       return true;
     }
     await this.durably(item, () => this.finish(entry.id, "failed", refusal.message, "over budget"));
@@ -411,21 +407,10 @@ export class MessageQueue {
     return true;
   }
 
-  private releaseHeldAt(when: Date): void {
-    if (this.holdTimer) clearTimeout(this.holdTimer);
-    // Checked at least hourly: a budget may also be raised (a restart with a new config).
-    const delay = Math.min(Math.max(when.getTime() - Date.now(), 1_000), 3_600_000);
-    this.holdTimer = setTimeout(() => {
-      this.holdTimer = undefined;
-      const held = this.held;
-      this.held = [];
-      for (const item of held) {
-        const at = this.items.findIndex((queued) => queued.entry.id > item.entry.id);
-        this.items.splice(at === -1 ? this.items.length : at, 0, item);
-      }
-      void this.pump();
-    }, delay);
-    this.holdTimer.unref();
+  /** Into the queue in acceptance order (inbox id order), even when saves finish out of order. */
+  private insertInOrder(item: Item): void {
+    const at = this.items.findIndex((queued) => queued.entry.id > item.entry.id);
+    this.items.splice(at === -1 ? this.items.length : at, 0, item);
   }
 
   private async process(item: Item): Promise<string> {
@@ -557,19 +542,4 @@ function unsaved(item: Item): Promise<boolean> {
     () => false,
     () => true,
   );
-}
-
-/** "400 {"type":"error","error":{"message":"x"}}" → "x (HTTP 400)". */
-export function describeProviderError(message: string): string {
-  const match = /^(\d{3})\s+(\{.*\})\s*$/s.exec(message.trim());
-  if (match) {
-    try {
-      const body = JSON.parse(match[2] as string) as { error?: { message?: string }; message?: string };
-      const inner = body.error?.message ?? body.message;
-      if (inner) return `${inner} (HTTP ${match[1]})`;
-    } catch {
-      // Fall through to the raw text.
-    }
-  }
-  return message;
 }

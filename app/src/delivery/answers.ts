@@ -1,7 +1,7 @@
 import { errorMessage, type Logger } from "@stavrobot/common";
 import { destinationFor, type OwnerContact } from "../audience.js";
 import type { InboxEntry, InboxStore } from "../db/inbox.js";
-import { ABORTED_REPLY, EMPTY_REPLY } from "../queue.js";
+import { ABORTED_REPLY, EMPTY_REPLY } from "../queue-replies.js";
 import { composeDeliveries } from "./compose.js";
 import type { DeliveryStore } from "./store.js";
 import type { DeliveryWorker } from "./worker.js";
