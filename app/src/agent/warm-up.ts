@@ -1,5 +1,5 @@
 import { setBedrockProviderModule, type Api, type Model } from "@mariozechner/pi-ai";
-import type { Logger } from "@stavrobot/common";
+import { chatRequestSchema, type Logger } from "@stavrobot/common";
 import type { Database } from "../db/database.js";
 import type { InboxStore } from "../db/inbox.js";
 import type { StartupPhases } from "../startup-phases.js";
@@ -97,8 +97,8 @@ export interface FirstTurnWarmUp {
 /**
  * What the first turn would otherwise wait for, done before the app listens: the conversation
  * loaded, the provider's library and the database connections ready, the inbox's next id drawn,
- * and a turn rehearsed (`rehearsal.ts`, which never fails the start). The system prompt is composed
- * in the background once the plugin-runner answers.
+ * the `/chat` body's schema compiled, and a turn rehearsed (`rehearsal.ts`, which never fails the
+ * start). The system prompt is composed in the background once the plugin-runner answers.
  */
 export async function warmUpFirstTurn(w: FirstTurnWarmUp): Promise<void> {
   void w.systemPrompt.prime(w.runnerAnswers, { signal: w.signal });
@@ -109,6 +109,8 @@ export async function warmUpFirstTurn(w: FirstTurnWarmUp): Promise<void> {
     w.inbox.drawAhead(),
   ]);
   w.phases.end("warm-up");
+  // zod compiles an object schema on its first use (~3 ms): the first /chat body finds it done.
+  chatRequestSchema.safeParse({ message: "rehearsal" });
   await rehearseTurnWrites(w.db, w.timezone);
   if (w.client.direct) {
     const complete = await rehearseTurnCode({
