@@ -58,7 +58,7 @@ const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
 const REFERENCE = { floorMs: 4.5, firstChatMs: 69, startMs: 775 };
 
 /** Starts per database in the history-at-scale section (start time and first turn: medians). */
-const SCALE_STARTS = 5;
+const SCALE_STARTS = 9;
 const ONLY = new Set((process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins").split(","));
 const SERVER_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
 
