@@ -1,14 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { UserMessage } from "@mariozechner/pi-ai";
 import { silentLogger } from "@stavrobot/common";
-import { createTestDatabase, type TestDatabase } from "../test/helpers/db.js";
-import { openDatabase, type Database } from "./db/database.js";
+import { openMigratedTestDatabase, type MigratedTestDatabase } from "../test/helpers/db.js";
+import type { Database } from "./db/database.js";
 import { InboxStore, type InboxEntry } from "./db/inbox.js";
 import { messagesForInbox, saveMessage } from "./db/messages.js";
-import { migrate } from "./db/migrations.js";
 import type { TurnOutcome, TurnStart } from "./agent/turn.js";
 import { maySteer } from "./audience.js";
 import { MessageQueue, type TurnEngineLike } from "./queue.js";
@@ -78,8 +74,7 @@ class ScriptedEngine implements TurnEngineLike {
   }
 }
 
-let database: TestDatabase;
-let dir: string;
+let testDb: MigratedTestDatabase;
 let db: Database;
 let inbox: InboxStore;
 let engine: ScriptedEngine;
@@ -110,10 +105,8 @@ function gate(): { promise: Promise<void>; open: () => void } {
 }
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  dir = mkdtempSync(join(tmpdir(), "queue-test-"));
-  db = await openDatabase({ env: database.env, dataDir: join(dir, "pglite"), logger: silentLogger });
-  await migrate(db);
+  testDb = await openMigratedTestDatabase("queue");
+  db = testDb.db;
   inbox = new InboxStore(db);
 }, 120_000);
 
@@ -125,9 +118,7 @@ beforeEach(async () => {
 });
 
 afterAll(async () => {
-  await db?.close();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
+  await testDb?.close();
 });
 
 const status = async (id: number) =>

@@ -1,30 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { silentLogger } from "@stavrobot/common";
-import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
-import { openDatabase, type Database } from "../db/database.js";
+import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
+import type { Database } from "../db/database.js";
 import { InboxStore, finishChange } from "../db/inbox.js";
 import { messagesForInbox } from "../db/messages.js";
-import { migrate } from "../db/migrations.js";
 import { ConversationStore } from "./conversation.js";
 
-let database: TestDatabase;
-let dir: string;
+let testDb: MigratedTestDatabase;
 let db: Database;
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  dir = mkdtempSync(join(tmpdir(), "conversation-test-"));
-  db = await openDatabase({ env: database.env, dataDir: join(dir, "pglite"), logger: silentLogger });
-  await migrate(db);
+  testDb = await openMigratedTestDatabase("conversation");
+  db = testDb.db;
 }, 120_000);
 
 afterAll(async () => {
-  await db?.close();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
+  await testDb?.close();
 });
 
 const user = (text: string) => ({ role: "user" as const, content: text, timestamp: Date.now() });

@@ -1,34 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
 import { getModels, type Api, type Model } from "@mariozechner/pi-ai";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { silentLogger } from "@stavrobot/common";
-import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
-import { openDatabase, type Database } from "../db/database.js";
+import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
+import type { Database } from "../db/database.js";
 import { InboxStore } from "../db/inbox.js";
-import { migrate } from "../db/migrations.js";
 import { AnthropicWire } from "./anthropic/client.js";
 import { rehearseTurnCode, rehearseTurnWrites } from "./rehearsal.js";
 
-let database: TestDatabase;
-let dir: string;
+let testDb: MigratedTestDatabase;
 let db: Database;
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  dir = mkdtempSync(join(tmpdir(), "rehearsal-test-"));
-  db = await openDatabase({ env: database.env, dataDir: join(dir, "pglite"), logger: silentLogger });
-  await migrate(db);
+  testDb = await openMigratedTestDatabase("rehearsal");
+  db = testDb.db;
 }, 120_000);
 
 afterAll(async () => {
-  await db?.close();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
+  await testDb?.close();
 });
 
 describe("rehearseTurnWrites", () => {

@@ -1,19 +1,16 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { silentLogger } from "@stavrobot/common";
-import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
-import { openDatabase, type Database } from "../db/database.js";
+import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
+import type { Database } from "../db/database.js";
 import { InboxStore } from "../db/inbox.js";
-import { migrate } from "../db/migrations.js";
 import { AnswerDelivery } from "./answers.js";
 import { composeDeliveries, OutboxFiles } from "./compose.js";
 import { DeliveryStore, type Delivery } from "./store.js";
 import { DeliveryWorker, type SendResult } from "./worker.js";
 
-let database: TestDatabase;
-let dir: string;
+let testDb: MigratedTestDatabase;
 let db: Database;
 let store: DeliveryStore;
 let inbox: InboxStore;
@@ -31,10 +28,8 @@ class ScriptedChannel {
 }
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  dir = mkdtempSync(join(tmpdir(), "delivery-test-"));
-  db = await openDatabase({ env: database.env, dataDir: join(dir, "pglite"), logger: silentLogger });
-  await migrate(db);
+  testDb = await openMigratedTestDatabase("delivery");
+  db = testDb.db;
   store = new DeliveryStore(db);
   inbox = new InboxStore(db);
 }, 120_000);
@@ -44,9 +39,7 @@ beforeEach(async () => {
 });
 
 afterAll(async () => {
-  await db?.close();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
+  await testDb?.close();
 });
 
 const item = (recipient: string, text: string, key: string) => ({
@@ -112,8 +105,8 @@ describe("the delivery outbox", () => {
   });
 
   it("removes the outbox's copy of an attachment once it is sent", async () => {
-    const files = new OutboxFiles(join(dir, "outbox"));
-    const original = join(dir, "photo.jpg");
+    const files = new OutboxFiles(join(testDb.dir, "outbox"));
+    const original = join(testDb.dir, "photo.jpg");
     writeFileSync(original, "jpeg");
     const copy = await files.take(original);
     expect(copy.name).toBe("photo.jpg");

@@ -1,28 +1,21 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { silentLogger } from "@stavrobot/common";
-import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
-import { openDatabase, type Database } from "../db/database.js";
+import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
+import type { Database } from "../db/database.js";
 import { createCronEntry } from "../db/cron.js";
 import type { InboxEntry } from "../db/inbox.js";
-import { migrate } from "../db/migrations.js";
 import { ManualClock } from "./clock.js";
 import { Scheduler, cronMessage } from "./scheduler.js";
 import { parseDateTime } from "./schedule.js";
 
-let database: TestDatabase;
-let dir: string;
+let testDb: MigratedTestDatabase;
 let db: Database;
 const MINUTE = 60_000;
 const T0 = Date.parse("2026-11-22T08:59:30Z");
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  dir = mkdtempSync(join(tmpdir(), "scheduler-test-"));
-  db = await openDatabase({ env: database.env, dataDir: join(dir, "pglite"), logger: silentLogger });
-  await migrate(db);
+  testDb = await openMigratedTestDatabase("scheduler");
+  db = testDb.db;
 }, 120_000);
 
 beforeEach(async () => {
@@ -30,9 +23,7 @@ beforeEach(async () => {
 });
 
 afterAll(async () => {
-  await db?.close();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
+  await testDb?.close();
 });
 
 function scheduler(clock: ManualClock, accepted: InboxEntry[]): Scheduler {

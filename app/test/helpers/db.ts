@@ -1,5 +1,11 @@
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pg from "pg";
+import { silentLogger } from "@stavrobot/common";
+import { openDatabase, type Database } from "../../src/db/database.js";
+import { migrate } from "../../src/db/migrations.js";
 
 /**
  * Each test file gets its own database. With TEST_DATABASE_URL (a PostgreSQL server the tests may
@@ -37,6 +43,34 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       } finally {
         await client.end();
       }
+    },
+  };
+}
+
+export interface MigratedTestDatabase {
+  db: Database;
+  /** The test's own directory (the embedded database lives in `pglite/` inside it). */
+  dir: string;
+  /** Closes the database, drops it (a server) and removes its data directory. */
+  close(): Promise<void>;
+}
+
+/**
+ * A test file's own database, open and migrated: on the server when TEST_DATABASE_URL names one,
+ * otherwise the embedded PGlite in a data directory named after `name`.
+ */
+export async function openMigratedTestDatabase(name: string): Promise<MigratedTestDatabase> {
+  const database = await createTestDatabase();
+  const dir = mkdtempSync(join(tmpdir(), `${name}-test-`));
+  const db = await openDatabase({ env: database.env, dataDir: join(dir, "pglite"), logger: silentLogger });
+  await migrate(db);
+  return {
+    db,
+    dir,
+    async close() {
+      await db.close();
+      await database.drop();
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
