@@ -7,7 +7,7 @@ import { createManagePluginsTool } from "../src/tools/manage-plugins.js";
 import { createRunPluginTool } from "../src/tools/run-plugin-tool.js";
 import { toolPathFor } from "../src/local/tool-path.js";
 import {
-  SANDBOX_MODES,
+  sandboxModes,
   SECRET,
   git,
   isRoot,
@@ -75,7 +75,7 @@ afterAll(async () => {
   rmSync(base, { recursive: true, force: true });
 });
 
-describe.each(SANDBOX_MODES)("published plugins run unchanged (%s sandbox)", (mode, plainSandbox) => {
+describe.each(sandboxModes())("published plugins run unchanged (%s sandbox)", (mode, plainSandbox) => {
   const plugin = uniqueName("notes");
   const victim = uniqueName("victim");
   let pluginHost: TestPluginHost;

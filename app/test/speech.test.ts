@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { AgentToolResult } from "@mariozechner/pi-agent-core";
-import { FAKE_MP3, freePort, startFakeOpenAiAudio } from "@stavrobot/common/test-support";
+import { FAKE_MP3, freePort, onPath, requires, startFakeOpenAiAudio } from "@stavrobot/common/test-support";
 import type { FakeOpenAiAudio } from "@stavrobot/common/test-support";
 import { createTranscriber } from "../src/media/stt.js";
 import type { TranscriberDeps } from "../src/media/stt.js";
@@ -21,6 +21,11 @@ import { ToolError } from "../src/tools/result.js";
 import { createTextToSpeechTool } from "../src/tools/text-to-speech.js";
 
 const KEY = "sk-openai-test";
+/** Converting voice notes uses Debian's ffmpeg when it is installed (CI installs it). */
+const hasFfmpeg = requires(
+  "converting audio with the real ffmpeg: ffmpeg is not installed",
+  onPath("ffmpeg"),
+);
 
 function text(result: AgentToolResult<unknown>): string {
   return result.content.map((part) => (part.type === "text" ? part.text : "")).join("");
@@ -127,7 +132,7 @@ describe("speech to text", () => {
     expect(audio.transcriptions[0]?.fileName).toBe("note.ogg");
   });
 
-  it("converts AAC to mp3 with the real ffmpeg and sends the mp3", async () => {
+  it.runIf(hasFfmpeg)("converts AAC to mp3 with the real ffmpeg and sends the mp3", async () => {
     const aac = join(dir, "voice.aac");
     execFileSync("ffmpeg", [
       ...["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=0.5"],
@@ -168,7 +173,7 @@ describe("speech to text", () => {
     expect(audio.transcriptions).toHaveLength(0);
   });
 
-  it("says so when ffmpeg cannot convert the file", async () => {
+  it.runIf(hasFfmpeg)("says so when ffmpeg cannot convert the file", async () => {
     const path = file("broken.aac", Buffer.from("this is not audio at all"));
     const result = await transcriber().transcribe({ path, mimeType: "audio/aac", filename: "broken.aac" });
     expect(result).toMatchObject({

@@ -10,13 +10,7 @@ import { coderEnvSchema } from "../src/config.js";
 import type { Coder } from "../src/service.js";
 import { buildCoder } from "../src/service.js";
 
-export {
-  SANDBOX_MODES,
-  isRoot,
-  makeTempRoot,
-  startFakeApp,
-  uniqueName,
-} from "@stavrobot/common/test-support";
+export { sandboxModes, isRoot, makeTempRoot, startFakeApp, uniqueName } from "@stavrobot/common/test-support";
 export type { FakeApp, Json } from "@stavrobot/common/test-support";
 
 export const SECRET = "coder-test-secret-0123456789";

@@ -6,7 +6,7 @@ import { chownTree } from "@stavrobot/common";
 import type { FakeApp, Json, TestCoder } from "./helpers.js";
 import {
   LOGIN,
-  SANDBOX_MODES,
+  sandboxModes,
   SECRET,
   isRoot,
   makePlugin,
@@ -21,7 +21,7 @@ import { createHash } from "node:crypto";
 
 const sha = (text: string): string => createHash("sha256").update(text).digest("hex").slice(0, 16);
 
-describe.each(SANDBOX_MODES)("coding tasks (%s sandbox)", (mode, plain) => {
+describe.each(sandboxModes())("coding tasks (%s sandbox)", (mode, plain) => {
   let app: FakeApp;
   let coder: TestCoder;
   const plugins: string[] = [];

@@ -100,15 +100,22 @@ export class Executor {
   /** Sweeps under way; a new run of the plugin waits for its sweep, which would otherwise kill it. */
   private readonly sweeps = new Map<string, Promise<void>>();
   private readonly runtimes: Mount[];
+  private toolPath: string;
   private warnedNoSweep = false;
 
   constructor(private readonly options: ExecutorOptions) {
     this.runtimes =
       options.sandbox.mode === "namespaces" ? runtimeMountsFor(options.toolEnv, options.home) : [];
+    this.toolPath = options.toolEnv.path;
   }
 
   get limits(): Limits {
     return this.options.limits;
+  }
+
+  /** Replaces the tools' PATH (plain mode: without the directories plugin users cannot reach). */
+  useToolPath(path: string): void {
+    this.toolPath = path;
   }
 
   /** Drops what is known about a plugin (before it is removed or replaced). */
@@ -343,7 +350,7 @@ export class Executor {
     const pluginRoot = namespaces ? `/plugins/${plugin.name}` : plugin.dir;
     const cacheRoot = namespaces ? `/cache/${plugin.name}` : prepared.cache;
     const env: Record<string, string> = {
-      PATH: toolEnv.path,
+      PATH: this.toolPath,
       HOME: `${cacheRoot}/home`,
       UV_CACHE_DIR: `${cacheRoot}/uv`,
       UV_PYTHON_INSTALL_DIR: toolEnv.uvPythonInstallDir ?? `${cacheRoot}/python`,

@@ -7,6 +7,7 @@ import {
   createServiceClient,
   errorMessage,
   firstClosedAncestor,
+  pathReachableBy,
 } from "@stavrobot/common";
 import type { Logger } from "@stavrobot/common";
 import { BackgroundTasks } from "./background.js";
@@ -180,7 +181,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
       // Plain mode uses the real paths: plugin users must be able to walk down to them.
       if (enabled && sandbox.mode === "plain") {
         for (const dir of [pluginsDir, cacheDir]) await warnIfUnreachable(dir, logger);
-        await warnAboutHiddenRuntimes(toolEnv.path, logger);
+        await keepReachableRuntimes(toolEnv.path, executor, logger);
       }
       if (!enabled) {
         logger.warn(
@@ -223,22 +224,21 @@ async function warnIfUnreachable(dir: string, logger: Logger): Promise<void> {
 }
 
 /**
- * A runtime on the tools' PATH under a private home (`uv` in /root/.local/bin) is invisible to
- * plugin users in plain mode: every `#!/usr/bin/env -S uv run` tool would fail with "Permission
- * denied". Said once at start-up, naming the directory and the fix.
+ * A runtime on the tools' PATH under a private home (`python3` as a pyenv shim in /root) is
+ * invisible to plugin users in plain mode: a tool started through it (`#!/usr/bin/env python3`)
+ * would fail with "Permission denied" although a system one further on the PATH works. Tools get
+ * the PATH without such directories; said once at start-up, naming them and the fix.
  */
-async function warnAboutHiddenRuntimes(path: string, logger: Logger): Promise<void> {
-  for (const dir of new Set(path.split(":").filter((entry) => entry.startsWith("/")))) {
-    // The directory itself must be searchable too: look from a name inside it.
-    const closed = await firstClosedAncestor(join(dir, "-"));
-    if (!closed) continue;
-    logger.warn(
-      `plugin tools cannot use the programs in ${dir} (on their PATH): ${closed} is not searchable by ` +
-        `other users, so a tool started through one of them (e.g. \`#!/usr/bin/env -S uv run\`) fails ` +
-        `with "Permission denied". Install bubblewrap, install the runtime system-wide, or run: ` +
-        `chmod o+x ${closed}`,
-    );
-  }
+async function keepReachableRuntimes(path: string, executor: Executor, logger: Logger): Promise<void> {
+  const reachable = await pathReachableBy(path);
+  if (reachable.dropped.length === 0) return;
+  executor.useToolPath(reachable.path);
+  logger.warn(
+    `plugin tools cannot use the programs in ${reachable.dropped.join(", ")} (other users cannot pass ` +
+      `through to them), so their PATH leaves them out: a tool finds the system's programs instead, and one ` +
+      `that needs those (e.g. \`#!/usr/bin/env -S uv run\` with uv only there) fails. Install bubblewrap, ` +
+      `install the runtime system-wide, or make its directories searchable (chmod o+x).`,
+  );
 }
 
 async function removeEntries(dir: string, match: (name: string) => boolean): Promise<void> {

@@ -6,7 +6,7 @@ import type { ServiceProcess } from "@stavrobot/common/test-support";
 import { freePort, processesMatching, startServiceProcess } from "@stavrobot/common/test-support";
 import { createIsolation, pluginUserName } from "../src/users.js";
 import {
-  SANDBOX_MODES,
+  sandboxModes,
   SECRET,
   isRoot,
   makeTempRoot,
@@ -39,7 +39,7 @@ function startMain(root: string, port: number, appUrl: string, plain: boolean): 
  * per-plugin users (not root) plain mode cannot tell a plugin's processes from others, so that case
  * needs root.
  */
-describe.each(SANDBOX_MODES)("an async run cut off by the runner's death (%s sandbox)", (mode, plain) => {
+describe.each(sandboxModes())("an async run cut off by the runner's death (%s sandbox)", (mode, plain) => {
   const root = makeTempRoot("plugin-runner-crash");
   const name = uniqueName("crash");
   const marker = `stavrobot-crash-${name}`;

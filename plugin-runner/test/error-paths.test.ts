@@ -2,7 +2,7 @@ import { readFileSync, realpathSync, rmSync } from "node:fs";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestPluginHost } from "./helpers.js";
-import { SANDBOX_MODES, isRoot, startPluginHost, uniqueName, userExists, writePlugin } from "./helpers.js";
+import { sandboxModes, isRoot, startPluginHost, uniqueName, userExists, writePlugin } from "./helpers.js";
 import { pluginUserName } from "../src/users.js";
 
 /**
@@ -28,7 +28,7 @@ function mountinfoName(path: string): string {
  * and uv cache are the real cache paths; in namespaces mode its /tmp/<plugin> is a bind mount
  * whose source /proc/self/mountinfo shows.
  */
-describe.each(SANDBOX_MODES)("error texts of failed runs (%s sandbox)", (mode, plainSandbox) => {
+describe.each(sandboxModes())("error texts of failed runs (%s sandbox)", (mode, plainSandbox) => {
   let t: TestPluginHost;
   const name = uniqueName("paths");
 

@@ -10,7 +10,7 @@ import { closeServer, listen, silentLogger } from "@stavrobot/common";
 import type { Logger } from "@stavrobot/common";
 import type { JsonRequest } from "@stavrobot/common/test-support";
 import {
-  SANDBOX_MODES,
+  sandboxModes,
   freePort,
   isRoot,
   jsonRequester,
@@ -24,7 +24,7 @@ import { createPluginHost } from "../src/host.js";
 import { buildServer } from "../src/server.js";
 
 // What the app's tests take from here (they run the real plugin-runner through these helpers).
-export { SANDBOX_MODES, isRoot, makeTempRoot, startFakeApp, uniqueName };
+export { sandboxModes, isRoot, makeTempRoot, startFakeApp, uniqueName };
 export type { FakeApp, Json } from "@stavrobot/common/test-support";
 
 export const SECRET = "test-internal-secret-0123456789";
@@ -98,7 +98,10 @@ export async function startPluginHost(options: TestPluginHostOptions = {}): Prom
   };
 }
 
-/** A directory holding links to this machine's setpriv and prlimit, and no bwrap. */
+/**
+ * A directory holding links to this machine's setpriv and prlimit and nothing else: the sandbox
+ * finds neither bubblewrap nor what util-linux unshare needs there, so it runs in plain mode.
+ */
 export function helpersWithoutBwrap(root: string): string {
   const dir = join(root, "sandbox-helpers");
   mkdirSync(dir, { recursive: true });

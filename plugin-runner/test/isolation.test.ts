@@ -2,7 +2,7 @@ import { lstatSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, w
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestPluginHost } from "./helpers.js";
-import { SANDBOX_MODES, isRoot, startPluginHost, uniqueName, userExists, writePlugin } from "./helpers.js";
+import { sandboxModes, isRoot, startPluginHost, uniqueName, userExists, writePlugin } from "./helpers.js";
 import { pluginUserName } from "../src/users.js";
 
 /** Reads another plugin's files from inside a tool; prints what it managed to read. */
@@ -17,7 +17,7 @@ printf 'plugins=%s\\n' "$(ls "$PLUGINS" 2>&1)"
 printf 'own=%s\\n' "$(cat ../config.json 2>&1)"
 `;
 
-describe.runIf(isRoot).each(SANDBOX_MODES)("isolation (root, %s sandbox)", (mode, plainSandbox) => {
+describe.runIf(isRoot).each(sandboxModes())("isolation (root, %s sandbox)", (mode, plainSandbox) => {
   let t: TestPluginHost;
   const a = uniqueName("iso-a");
   const b = uniqueName("iso-b");

@@ -2,7 +2,7 @@ import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { processesMatching } from "@stavrobot/common/test-support";
 import type { TestPluginHost } from "./helpers.js";
-import { SANDBOX_MODES, isRoot, startPluginHost, uniqueName, userExists, writePlugin } from "./helpers.js";
+import { sandboxModes, isRoot, startPluginHost, uniqueName, userExists, writePlugin } from "./helpers.js";
 import { pluginUserName } from "../src/users.js";
 
 /** Starts two background children carrying a marker in their command line, then hangs. */
@@ -13,7 +13,7 @@ cat >/dev/null
 exec -a ${marker}-main sleep 1000
 `;
 
-describe.each(SANDBOX_MODES)("limits (%s sandbox)", (_mode, plainSandbox) => {
+describe.each(sandboxModes())("limits (%s sandbox)", (_mode, plainSandbox) => {
   let t: TestPluginHost;
   const name = uniqueName("limits");
   const marker = `stavrobot-limits-${name}`;

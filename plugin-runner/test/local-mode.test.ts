@@ -25,7 +25,7 @@ describe("without isolation (local development)", () => {
     expect(warnings[0]).toContain(" WARN ");
   });
 
-  it("without bubblewrap, falls back to the plain sandbox, says why once and in /health, and still runs tools", async () => {
+  it("without bubblewrap or util-linux unshare, falls back to the plain sandbox, says why once and in /health, and still runs tools", async () => {
     const lines: string[] = [];
     const t = await startPluginHost({
       root: join(root, "no-bwrap"),
@@ -39,7 +39,13 @@ describe("without isolation (local development)", () => {
     const health = (await (await fetch(`${t.url}/health`)).json()) as { sandbox: unknown };
     const answer = await t.host.deps.tools.run(name, "write", {});
     await t.close();
-    expect(health.sandbox).toEqual({ mode: "plain", users: isRoot, reason: "bwrap was not found" });
+    const reason = isRoot
+      ? "bubblewrap is not installed, and unshare, sh, mount, umount, pivot_root, cp, mkdir (util-linux, coreutils) were not found"
+      : "bubblewrap is not installed, and without root util-linux unshare cannot either";
+    expect(health.sandbox).toMatchObject({ mode: "plain", users: isRoot, reason });
+    expect((health.sandbox as { unprotected: string[] }).unprotected).toContain(
+      "a run meant to have no network still has it",
+    );
     // The tool's /tmp/<plugin> output comes back as in the namespaces mode.
     expect(answer).toEqual({
       kind: "done",
@@ -49,7 +55,7 @@ describe("without isolation (local development)", () => {
         files: [{ filename: "out.txt", data: Buffer.from("made\n").toString("base64") }],
       },
     });
-    const warnings = lines.filter((line) => line.includes("Sandbox: plain mode (bwrap was not found)"));
+    const warnings = lines.filter((line) => line.includes(`Sandbox: plain mode (${reason})`));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(" WARN ");
   });

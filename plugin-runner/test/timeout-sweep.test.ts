@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { processesMatching } from "@stavrobot/common/test-support";
 import type { FakeApp, TestPluginHost } from "./helpers.js";
 import {
-  SANDBOX_MODES,
+  sandboxModes,
   isRoot,
   startFakeApp,
   startPluginHost,
@@ -20,7 +20,7 @@ setsid bash -c 'exec -a ${marker} sleep 1000' </dev/null >/dev/null 2>&1 &
 ${hang ? "sleep 1000" : 'echo \'{"left": "a daemon"}\''}
 `;
 
-describe.runIf(isRoot).each(SANDBOX_MODES)(
+describe.runIf(isRoot).each(sandboxModes())(
   "processes a run leaves behind (root, %s sandbox)",
   (mode, plainSandbox) => {
     let t: TestPluginHost;

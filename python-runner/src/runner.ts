@@ -8,6 +8,7 @@ import {
   ensureRealDir,
   ensureSystemUser,
   firstClosedAncestor,
+  pathReachableBy,
   killUserProcesses,
   removeTree,
   which,
@@ -72,6 +73,8 @@ interface Parts {
   owner: Owner | undefined;
   /** Namespaces mode: the runtimes of the tool PATH, read-only. */
   runtimes: Mount[];
+  /** The PATH scripts get (plain mode: what the run user can reach of the configured one). */
+  toolPath: string;
 }
 
 /** Where the cache is seen from inside the sandbox (namespaces mode). */
@@ -116,10 +119,11 @@ export class PythonRunner {
     const cacheDir = join(stateDir, "cache");
     await ensureRealDir(cacheDir, 0o700, owner);
     for (const sub of ["uv", "python"]) await ensureRealDir(join(cacheDir, sub), 0o700, owner);
-    const interpreter = {
-      uv: which("uv", options.toolPath),
-      python: which("python3", options.toolPath),
-    };
+    // Without namespaces a run uses this machine's paths: its interpreter must be one the run
+    // user can reach (not a pyenv shim in a mode-700 home when /usr/bin/python3 exists).
+    const reachable = !namespaces && owner ? await pathReachableBy(options.toolPath, owner) : undefined;
+    const toolPath = reachable?.path ?? options.toolPath;
+    const interpreter = { uv: which("uv", toolPath), python: which("python3", toolPath) };
     const dirs = new RunDirs({
       runsDir,
       plainRunDir: options.plainRunDir ?? "/tmp/run",
@@ -138,10 +142,25 @@ export class PythonRunner {
       logger.warn(
         "Plain sandbox: scripts keep network access even without dependencies (network removal is not enforced).",
       );
-      if (owner) await warnUnreachable([join(cacheDir, "uv"), interpreter.uv ?? interpreter.python], logger);
+      if (reachable && reachable.dropped.length > 0) {
+        logger.warn(
+          `Plain sandbox: the run user cannot pass through to ${reachable.dropped.join(", ")}, so scripts ` +
+            "use the programs found further on the PATH instead.",
+        );
+      }
+      if (owner)
+        await warnUnreachable([join(cacheDir, "uv"), interpreter.uv ?? interpreter.python], owner, logger);
     }
     const runtimes = namespaces ? runtimeMountsFor(options) : [];
-    return new PythonRunner(options, sandbox, { limits, dirs, interpreter, cacheDir, owner, runtimes });
+    return new PythonRunner(options, sandbox, {
+      limits,
+      dirs,
+      interpreter,
+      cacheDir,
+      owner,
+      runtimes,
+      toolPath,
+    });
   }
 
   status(): PythonRunnerStatus {
@@ -199,7 +218,7 @@ export class PythonRunner {
       args: uv ? ["run", "--quiet", "--script", script] : [script],
       cwd: dir.visible,
       env: scriptEnv({
-        toolPath: this.options.toolPath,
+        toolPath: this.parts.toolPath,
         runDir: dir.visible,
         cacheDir: cache,
         uvPythonInstallDir: this.options.uvPythonInstallDir ?? `${cache}/python`,
@@ -231,9 +250,13 @@ export class PythonRunner {
 }
 
 /** Plain mode: paths the run user must reach on the machine's own file system. */
-async function warnUnreachable(paths: readonly (string | undefined)[], logger: Logger): Promise<void> {
+async function warnUnreachable(
+  paths: readonly (string | undefined)[],
+  owner: Owner,
+  logger: Logger,
+): Promise<void> {
   for (const path of paths) {
-    const closed = path && (await firstClosedAncestor(path));
+    const closed = path && (await firstClosedAncestor(path, owner));
     if (closed) {
       logger.warn(
         `Plain sandbox: the run user cannot pass through ${closed}, so ${path} will fail for scripts.`,

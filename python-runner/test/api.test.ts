@@ -1,6 +1,7 @@
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SYSTEM_TOOL_PATH } from "@stavrobot/common";
+import { namespacesHere } from "@stavrobot/common/test-support";
 import type { TestPythonRunner } from "./helpers.js";
 import { makeTempRoot, startPythonRunner, writeUvShim } from "./helpers.js";
 
@@ -20,7 +21,11 @@ describe("POST /run refuses bad requests", () => {
     const anonymous = await fetch(`${runner.url}/run`, { method: "POST", body: "{}" });
     expect(anonymous.status).toBe(401);
     const health = await fetch(`${runner.url}/health`);
-    expect(await health.json()).toMatchObject({ status: "ok", sandbox: { mode: "namespaces" }, uv: false });
+    expect(await health.json()).toMatchObject({
+      status: "ok",
+      sandbox: { mode: namespacesHere() ? "namespaces" : "plain" },
+      uv: false,
+    });
   });
 
   it.each([

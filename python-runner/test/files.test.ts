@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestPythonRunner } from "./helpers.js";
-import { SANDBOX_MODES, isRoot, startPythonRunner } from "./helpers.js";
+import { sandboxModes, isRoot, startPythonRunner } from "./helpers.js";
 
 const b64 = (text: string): string => Buffer.from(text).toString("base64");
 const text = (data: string): string => Buffer.from(data, "base64").toString("utf8");
 
-describe.each(SANDBOX_MODES)("files in and out (%s sandbox)", (_mode, plainSandbox) => {
+describe.each(sandboxModes())("files in and out (%s sandbox)", (_mode, plainSandbox) => {
   let runner: TestPythonRunner;
   beforeAll(async () => {
     runner = await startPythonRunner({ plainSandbox });

@@ -21,7 +21,7 @@ import { buildRoutes } from "../src/routes.js";
 import type { RunLimits } from "../src/run-spec.js";
 import { PythonRunner } from "../src/runner.js";
 
-export { SANDBOX_MODES, isRoot, makeTempRoot, processesMatching } from "@stavrobot/common/test-support";
+export { sandboxModes, isRoot, makeTempRoot, processesMatching } from "@stavrobot/common/test-support";
 export type { Json } from "@stavrobot/common/test-support";
 
 export const SECRET = "test-internal-secret-0123456789";

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { SYSTEM_TOOL_PATH, listen } from "@stavrobot/common";
 import type { TestPythonRunner } from "./helpers.js";
 import {
-  SANDBOX_MODES,
+  sandboxModes,
   isRoot,
   makeTempRoot,
   processesMatching,
@@ -32,7 +32,7 @@ function filesUnder(dir: string, name: string): string[] {
   return entries.filter((entry) => entry === name || entry.endsWith(`/${name}`));
 }
 
-describe.runIf(isRoot).each(SANDBOX_MODES)("isolation of runs (%s sandbox)", (mode, plainSandbox) => {
+describe.runIf(isRoot).each(sandboxModes())("isolation of runs (%s sandbox)", (mode, plainSandbox) => {
   let runner: TestPythonRunner;
   let outside: string;
   let tcp: Server;

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestPythonRunner } from "./helpers.js";
-import { SANDBOX_MODES, startPythonRunner } from "./helpers.js";
+import { sandboxModes, startPythonRunner } from "./helpers.js";
 
-describe.each(SANDBOX_MODES)("the output text (%s sandbox)", (_mode, plainSandbox) => {
+describe.each(sandboxModes())("the output text (%s sandbox)", (_mode, plainSandbox) => {
   let runner: TestPythonRunner;
   beforeAll(async () => {
     runner = await startPythonRunner({ plainSandbox, limits: { timeoutMs: 1_500 } });

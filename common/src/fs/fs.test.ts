@@ -11,6 +11,7 @@ import {
   statSync,
 } from "node:fs";
 import { symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -19,6 +20,7 @@ import {
   chownTree,
   collectOutputFiles,
   ensureRealDir,
+  firstClosedAncestor,
   freshDir,
   isInside,
   pathExists,
@@ -46,6 +48,27 @@ beforeEach(() => {
 });
 
 afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+describe("firstClosedAncestor", () => {
+  it("names the directory other users cannot pass through, unless the user owns it", async () => {
+    const closed = join(root, "closed");
+    mkdirSync(join(closed, "cache"), { recursive: true });
+    chmodSync(root, 0o711);
+    chmodSync(closed, 0o700);
+    const target = join(closed, "cache", "uv");
+    expect(await firstClosedAncestor(target)).toBe(closed);
+    // Its owner passes (the run user owning its cache directory is not "locked out").
+    const me = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
+    const owner = { uid: me.uid === 0 ? 65534 : me.uid, gid: me.uid === 0 ? 65534 : me.gid };
+    if (me.uid === 0) execFileSync("chown", ["65534:65534", closed]);
+    expect(await firstClosedAncestor(target, owner)).toBeUndefined();
+    // Another user does not; neither does its owner without u+x.
+    expect(await firstClosedAncestor(target, { uid: owner.uid + 1, gid: owner.gid + 1 })).toBe(closed);
+    chmodSync(closed, 0o600);
+    expect(await firstClosedAncestor(target, owner)).toBe(closed);
+    chmodSync(closed, 0o700);
+  });
+});
 
 describe("removeTree", () => {
   it("removes the tree and its symlinks but nothing they point to", async () => {

@@ -4,11 +4,19 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { pathWithoutBubblewrap, requires } from "../test-support/fixtures.js";
 import { silentLogger } from "../logger.js";
 import { Sandbox, runtimeMounts, which } from "./sandbox.js";
 
 const isRoot = process.getuid?.() === 0;
 const hasBwrap = which("bwrap", process.env.PATH ?? "") !== undefined;
+/** The namespace launchers this machine can test: bubblewrap, and (as root) util-linux unshare. */
+const launchers = [
+  ...(requires("namespaces by bubblewrap: bubblewrap is not installed", hasBwrap)
+    ? ["bubblewrap" as const]
+    : []),
+  ...(requires("namespaces by util-linux unshare: needs root", isRoot) ? ["unshare" as const] : []),
+];
 const base = {
   timeoutMs: 10_000,
   stdoutLimitBytes: 64 * 1024,
@@ -35,11 +43,19 @@ function running(marker: string): boolean {
   }
 }
 
-describe.runIf(hasBwrap)("namespaces mode", () => {
-  const sandbox = Sandbox.create({ logger: silentLogger });
+describe.each(launchers)("namespaces mode (%s)", (tool) => {
+  const sandbox = Sandbox.create({
+    logger: silentLogger,
+    ...(tool === "unshare" ? { path: pathWithoutBubblewrap() } : {}),
+  });
 
-  it("is chosen when bubblewrap works here", () => {
-    expect(sandbox.status).toEqual({ mode: "namespaces", users: isRoot });
+  it("is chosen when it works here, saying what it does not protect", () => {
+    expect(sandbox.status).toMatchObject({ mode: "namespaces", tool, users: isRoot });
+    expect(sandbox.status.reason).toBe(tool === "unshare" ? "bubblewrap is not installed" : undefined);
+    expect(sandbox.status.unprotected).toContain(
+      "no system-call filter: the whole kernel interface is reachable",
+    );
+    expect(sandbox.status.unprotected.join("\n")).not.toMatch(/network still has it/);
   });
 
   it("shows only the system, the runtimes and the given mounts; /tmp is private", async () => {
@@ -76,6 +92,43 @@ describe.runIf(hasBwrap)("namespaces mode", () => {
       user: nobody,
     });
     expect(result.stdout).toBe("65534\n65534\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n");
+  });
+
+  it.runIf(isRoot)("lets its user reach a mount whose directory here is closed to that user", async () => {
+    // A checkout under root's home (mode 700): the plugin's own directory is its user's, but the
+    // user cannot pass through the home on this machine's paths. Inside the sandbox it need not.
+    const closed = join(root, "closed-home");
+    const plugin = join(closed, "data", "plugins", "p");
+    mkdirSync(plugin, { recursive: true, mode: 0o700 });
+    chmodSync(closed, 0o700);
+    writeFileSync(join(plugin, "tool.sh"), "#!/bin/sh\necho ran as $(id -u)\n", { mode: 0o755 });
+    execFileSync("chown", ["-R", `${nobody.uid}:${nobody.gid}`, plugin]);
+    const prompt = join(closed, "prompt.md");
+    writeFileSync(prompt, "a prompt\n", { mode: 0o644 });
+    const result = await sandbox.run({
+      ...base,
+      command: "/plugins/p/tool.sh",
+      cwd: "/plugins/p",
+      env,
+      user: nobody,
+      mounts: [
+        { source: plugin, target: "/plugins/p", writable: true },
+        { source: prompt, target: "/prompts/system.md" },
+      ],
+    });
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toBe("ran as 65534\n");
+    const file = await sandbox.run({
+      ...base,
+      command: "/bin/sh",
+      args: ["-c", "cat /prompts/system.md; echo x >> /prompts/system.md"],
+      cwd: "/",
+      env,
+      user: nobody,
+      mounts: [{ source: prompt, target: "/prompts/system.md" }],
+    });
+    expect(file.stdout).toBe("a prompt\n");
+    expect(file.stderr).toMatch(/Read-only file system|Permission denied/);
   });
 
   it("removes the network on request", async () => {
@@ -163,11 +216,36 @@ describe.runIf(hasBwrap)("namespaces mode", () => {
   });
 });
 
+describe.runIf(launchers.includes("unshare"))("namespaces by util-linux unshare", () => {
+  const sandbox = Sandbox.create({ logger: silentLogger, path: pathWithoutBubblewrap() });
+
+  it("refuses a mount path its script could not carry", async () => {
+    const result = await sandbox.run({
+      ...base,
+      command: "/bin/true",
+      cwd: "/",
+      env,
+      mounts: [{ source: root, target: "/a\nb" }],
+    });
+    expect(result.spawnError).toMatch(/cannot have a newline/);
+  });
+
+  it("falls back to plain mode, saying why, when it is not root", () => {
+    const sandbox = Sandbox.create({ logger: silentLogger, path: "/nonexistent" });
+    expect(sandbox.status).toMatchObject({ mode: "plain", reason: "setpriv (util-linux) was not found" });
+  });
+});
+
 describe("plain mode", () => {
   const sandbox = Sandbox.create({ logger: silentLogger, disableNamespaces: true });
 
   it("says why it is plain", () => {
-    expect(sandbox.status).toEqual({ mode: "plain", users: isRoot, reason: "disabled by configuration" });
+    expect(sandbox.status).toMatchObject({
+      mode: "plain",
+      users: isRoot,
+      reason: "disabled by configuration",
+    });
+    expect(sandbox.status.unprotected).toContain("a run meant to have no network still has it");
     expect(sandbox.enforcesNetworkRemoval).toBe(false);
   });
 

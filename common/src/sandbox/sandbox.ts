@@ -1,9 +1,17 @@
 import { execFileSync } from "node:child_process";
-import { accessSync, constants, existsSync, lstatSync, readlinkSync, realpathSync, statSync } from "node:fs";
-import { delimiter, dirname, isAbsolute, join, relative, sep } from "node:path";
+import { realpathSync } from "node:fs";
 import type { Logger } from "../logger.js";
+import { bwrapArgs, bwrapProbeArgs } from "./bwrap.js";
+import type { Mount, SystemEntry } from "./mounts.js";
+import { systemEntries, which } from "./mounts.js";
 import type { ProcessResult, ProcessSpec } from "./process.js";
 import { runProcess } from "./process.js";
+import type { UnshareTools } from "./unshare.js";
+import type { UnshareBase } from "./unshare.js";
+import { prepareUnshare, unshareArgs } from "./unshare.js";
+
+export type { Mount } from "./mounts.js";
+export { SYSTEM_TOOL_PATH, runtimeMounts, which } from "./mounts.js";
 
 /**
  * The one way any service starts an untrusted process (a plugin tool, a Python script, the coding
@@ -11,23 +19,20 @@ import { runProcess } from "./process.js";
  * whole process tree, and capped output.
  *
  * Two modes, chosen once at start-up:
- * - "namespaces": bubblewrap gives the process its own mount, PID, IPC and UTS namespaces (and, on
- *   request, an empty network namespace). Only the system directories, the runtimes and the mounts
- *   a caller lists exist in it; `/tmp` is private. When the sandbox's first process exits, the
- *   kernel ends everything else in it, so nothing a tool starts can outlive its run.
- * - "plain": bubblewrap is missing or cannot create namespaces (a container without the right
- *   capabilities). The process runs directly, as the given user, in its own process group, with
- *   the same limits and timeouts; callers must not rely on private mounts or network removal.
+ * - "namespaces": the process gets its own mount, PID, IPC and UTS namespaces (and, on request, an
+ *   empty network namespace). Only the system directories, the runtimes and the mounts a caller
+ *   lists exist in it; `/tmp` is private. When the sandbox's first process exits, the kernel ends
+ *   everything else in it, so nothing a tool starts can outlive its run. Made by bubblewrap, or,
+ *   where bubblewrap is missing or refused and the service is root, by util-linux `unshare`.
+ * - "plain": neither can create namespaces here (a container without the right capabilities, or
+ *   no bubblewrap and not root). The process runs directly, as the given user, in its own process
+ *   group, with the same limits and timeouts; callers must not rely on private mounts or network
+ *   removal.
  */
 export type SandboxMode = "namespaces" | "plain";
 
-export interface Mount {
-  /** Path on this machine. */
-  source: string;
-  /** Path inside the sandbox. */
-  target: string;
-  writable?: boolean;
-}
+/** What makes the namespaces. */
+export type SandboxTool = "bubblewrap" | "unshare";
 
 export interface ResourceLimits {
   /** RLIMIT_NPROC: processes of the run's user (only applied when the run switches user). */
@@ -54,64 +59,57 @@ export interface SandboxRun extends Omit<ProcessSpec, "uid" | "gid"> {
 
 export interface SandboxStatus {
   mode: SandboxMode;
+  /** Namespaces mode: the program that makes them. */
+  tool?: SandboxTool;
   /** Whether runs can switch to another user (the service is root). */
   users: boolean;
-  /** Why the namespaces mode is not used. */
+  /** Why bubblewrap is not used (plain mode, or namespaces made by `unshare`). */
   reason?: string;
+  /** What this sandbox does not protect, in words for the owner. */
+  unprotected: string[];
 }
 
 export interface SandboxOptions {
   logger: Logger;
   /** Force plain mode (tests, or an operator who knows the namespaces cannot work). */
   disableNamespaces?: boolean;
-  /** Where to look for bwrap, setpriv and prlimit; default this process's PATH. */
+  /** Where to look for bwrap, unshare and the other helpers; default this process's PATH. */
   path?: string;
 }
 
-/** The PATH of an untrusted process when nothing else is given: the system directories. */
-export const SYSTEM_TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/** The system directories every sandbox gets read-only (symlinks such as /bin → usr/bin kept). */
-const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"];
+type Launcher =
+  | { tool: "bubblewrap"; bwrap: string }
+  | { tool: "unshare"; tools: UnshareTools; base: UnshareBase }
+  | { tool: "none" };
 
 export class Sandbox {
   private constructor(
     readonly status: SandboxStatus,
-    private readonly tools: { bwrap?: string; setpriv?: string; prlimit?: string },
-    private readonly systemArgs: readonly string[],
+    private readonly launcher: Launcher,
+    private readonly helpers: { setpriv?: string | undefined; prlimit?: string | undefined },
+    private readonly system: readonly SystemEntry[],
   ) {}
 
-  /** Finds the helpers and checks, by running one real sandbox, that namespaces work here. */
+  /**
+   * Finds the helpers and checks, by running one real sandbox, that namespaces work here:
+   * bubblewrap first, then (as root) util-linux `unshare`, else plain mode. Logs which is in force
+   * and what it does not protect.
+   */
   static create(options: SandboxOptions): Sandbox {
     const users = process.getuid?.() === 0;
     const path = options.path ?? process.env.PATH ?? "/usr/bin:/bin";
-    const tools = {
-      bwrap: which("bwrap", path),
-      setpriv: which("setpriv", path),
-      prlimit: which("prlimit", path),
+    const helpers = { setpriv: helper("setpriv", path), prlimit: helper("prlimit", path) };
+    const system = systemEntries();
+    const chosen = choose(options, users, path, helpers, system);
+    const status: SandboxStatus = {
+      mode: chosen.launcher.tool === "none" ? "plain" : "namespaces",
+      ...(chosen.launcher.tool !== "none" ? { tool: chosen.launcher.tool } : {}),
+      users,
+      ...(chosen.reason ? { reason: chosen.reason } : {}),
+      unprotected: unprotected(chosen.launcher.tool !== "none", users),
     };
-    const plain = (reason: string): Sandbox => {
-      options.logger.warn(
-        `Sandbox: plain mode (${reason}). Untrusted processes run without private namespaces: ` +
-          "no private /tmp, no hidden files beyond Unix permissions, no network removal. " +
-          "Install bubblewrap (Debian package `bubblewrap`) and allow namespaces to enable it.",
-      );
-      return new Sandbox({ mode: "plain", users, reason }, tools, []);
-    };
-    if (options.disableNamespaces) return plain("disabled by configuration");
-    if (!tools.bwrap) return plain("bwrap was not found");
-    if (users && !tools.setpriv) return plain("setpriv (util-linux) was not found");
-    const systemArgs = systemMountArgs();
-    try {
-      execFileSync(tools.bwrap, [...baseArgs(true), ...systemArgs, "--", "/bin/sh", "-c", "exit 0"], {
-        stdio: "pipe",
-        timeout: 10_000,
-      });
-    } catch (error) {
-      const detail = (error as { stderr?: Buffer }).stderr?.toString().trim() || String(error);
-      return plain(`bwrap cannot create namespaces here: ${detail.split("\n")[0]}`);
-    }
-    return new Sandbox({ mode: "namespaces", users }, tools, systemArgs);
+    describe(status, options.logger);
+    return new Sandbox(status, chosen.launcher, helpers, system);
   }
 
   get mode(): SandboxMode {
@@ -126,48 +124,55 @@ export class Sandbox {
   run(spec: SandboxRun): Promise<ProcessResult> {
     const { user, mounts, network, limits, command, args, ...rest } = spec;
     const switchUser = this.status.users && user !== undefined;
-    const limitArgs = this.limitArgs(limits, switchUser);
-    if (this.status.mode === "plain") {
-      const argv = [...limitArgs, command, ...(args ?? [])];
+    const inner = [...this.limitArgs(limits, switchUser), command, ...(args ?? [])];
+    const launcher = this.launcher;
+    if (launcher.tool === "none") {
       return runProcess({
         ...rest,
-        command: argv[0] as string,
-        args: argv.slice(1),
+        command: inner[0] as string,
+        args: inner.slice(1),
         ...(switchUser ? { uid: user.uid, gid: user.gid } : {}),
       });
     }
-    const argv: string[] = [...baseArgs(network !== false), ...this.systemArgs];
-    // bwrap creates missing parents of a mount point with mode 700 (root's): create them 755 first,
-    // so the run's user can reach what is mounted below them.
-    const made = new Set<string>(["/", "/tmp"]);
-    for (const mount of mounts ?? []) {
-      for (const parent of ancestors(mount.target)) {
-        if (made.has(parent) || isSystemPath(parent)) continue;
-        made.add(parent);
-        argv.push("--perms", "0755", "--dir", parent);
-      }
-      made.add(mount.target);
-      argv.push(mount.writable ? "--bind" : "--ro-bind", mount.source, mount.target);
+    const drop = switchUser ? this.dropArgs(user) : launcher.tool === "unshare" ? this.dropArgs() : [];
+    const inside = {
+      mounts: mounts ?? [],
+      network: network !== false,
+      cwd: spec.cwd,
+      command: [...drop, ...inner],
+    };
+    if (launcher.tool === "bubblewrap") {
+      const argv = bwrapArgs({ ...inside, system: this.system });
+      return runProcess({ ...rest, command: launcher.bwrap, args: argv, cwd: "/" }).then(fromSignalExit);
     }
-    argv.push("--chdir", spec.cwd, "--");
-    if (switchUser) {
-      argv.push(
-        this.tools.setpriv as string,
-        `--reuid=${user.uid}`,
-        `--regid=${user.gid}`,
-        "--clear-groups",
-        "--no-new-privs",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--",
-      );
+    let launch;
+    try {
+      launcher.base.ensure();
+      launch = unshareArgs({ ...inside, tools: launcher.tools, base: launcher.base });
+    } catch (error) {
+      return Promise.resolve(refused(error));
     }
-    argv.push(...limitArgs, command, ...(args ?? []));
-    return runProcess({ ...rest, command: this.tools.bwrap as string, args: argv, cwd: "/" }).then(fromBwrap);
+    return runProcess({ ...rest, ...launch, cwd: "/" }).then(fromSignalExit);
+  }
+
+  /**
+   * setpriv's arguments for the run: another user with no capabilities and no way to regain
+   * them; without a user (unshare's runs start as root) only the capabilities are dropped.
+   */
+  private dropArgs(user?: { uid: number; gid: number }): string[] {
+    const who = user ? [`--reuid=${user.uid}`, `--regid=${user.gid}`, "--clear-groups"] : [];
+    return [
+      this.helpers.setpriv as string,
+      ...who,
+      "--no-new-privs",
+      "--inh-caps=-all",
+      "--bounding-set=-all",
+      "--",
+    ];
   }
 
   private limitArgs(limits: ResourceLimits | undefined, switchUser: boolean): string[] {
-    if (!limits || !this.tools.prlimit) return [];
+    if (!limits || !this.helpers.prlimit) return [];
     const args: string[] = [];
     // RLIMIT_NPROC counts every process of the user: only meaningful for a user of the run's own.
     if (limits.processes !== undefined && switchUser) args.push(`--nproc=${limits.processes}`);
@@ -176,45 +181,129 @@ export class Sandbox {
     if (limits.openFiles !== undefined) args.push(`--nofile=${limits.openFiles}`);
     if (limits.cpuSeconds !== undefined) args.push(`--cpu=${limits.cpuSeconds}`);
     if (args.length === 0) return [];
-    return [this.tools.prlimit, "--core=0", ...args, "--"];
+    return [this.helpers.prlimit, "--core=0", ...args, "--"];
   }
 }
 
-function baseArgs(network: boolean): string[] {
-  return [
-    "--die-with-parent",
-    "--new-session",
-    "--unshare-pid",
-    "--unshare-ipc",
-    "--unshare-uts",
-    "--unshare-cgroup-try",
-    ...(network ? [] : ["--unshare-net"]),
-    "--proc",
-    "/proc",
-    "--dev",
-    "/dev",
-    "--tmpfs",
-    "/tmp",
-  ];
-}
-
-/** Read-only system directories as they exist here (a symlinked /bin stays a symlink). */
-function systemMountArgs(): string[] {
-  const args: string[] = [];
-  for (const dir of SYSTEM_DIRS) {
-    const info = lstatOrUndefined(dir);
-    if (!info) continue;
-    if (info.isSymbolicLink()) args.push("--symlink", readlinkSync(dir), dir);
-    else if (info.isDirectory()) args.push("--ro-bind", dir, dir);
+/** The launcher this machine allows, and why bubblewrap is not it. */
+function choose(
+  options: SandboxOptions,
+  users: boolean,
+  path: string,
+  helpers: { setpriv?: string | undefined },
+  system: readonly SystemEntry[],
+): { launcher: Launcher; reason?: string } {
+  if (options.disableNamespaces) return { launcher: { tool: "none" }, reason: "disabled by configuration" };
+  if (users && !helpers.setpriv)
+    return { launcher: { tool: "none" }, reason: "setpriv (util-linux) was not found" };
+  const bwrap = which("bwrap", path);
+  let why: string;
+  if (!bwrap) why = "bubblewrap is not installed";
+  else {
+    try {
+      execFileSync(bwrap, bwrapProbeArgs(system), { stdio: "pipe", timeout: 10_000 });
+      return { launcher: { tool: "bubblewrap", bwrap } };
+    } catch (error) {
+      why = `bubblewrap cannot create namespaces here: ${firstLine(error)}`;
+    }
   }
-  // DNS: /etc/resolv.conf often points into /run (systemd-resolved), which is not mounted.
-  const resolv = realpathOrUndefined("/etc/resolv.conf");
-  if (resolv && !resolv.startsWith("/etc/")) args.push("--ro-bind-try", dirname(resolv), dirname(resolv));
-  return args;
+  if (!users)
+    return {
+      launcher: { tool: "none" },
+      reason: `${why}, and without root util-linux unshare cannot either`,
+    };
+  const tools = unshareTools(path, helpers.setpriv as string);
+  if (typeof tools === "string") return { launcher: { tool: "none" }, reason: `${why}, and ${tools}` };
+  const base = prepareUnshare(system);
+  if (typeof base === "string") return { launcher: { tool: "none" }, reason: `${why}, and ${base}` };
+  try {
+    const probe = unshareArgs({
+      tools,
+      base,
+      mounts: [],
+      network: false,
+      cwd: "/",
+      command: ["/bin/sh", "-c", "exit 0"],
+    });
+    execFileSync(probe.command, probe.args, { stdio: "pipe", timeout: 10_000 });
+  } catch (error) {
+    return {
+      launcher: { tool: "none" },
+      reason: `${why}, and util-linux unshare cannot create namespaces here: ${firstLine(error)}`,
+    };
+  }
+  return { launcher: { tool: "unshare", tools, base }, reason: why };
 }
 
-/** bwrap reports a child killed by a signal as exit code 128 + signal number. */
-function fromBwrap(result: ProcessResult): ProcessResult {
+function unshareTools(path: string, setpriv: string): UnshareTools | string {
+  const programs = {
+    unshare: "unshare",
+    sh: "sh",
+    mount: "mount",
+    umount: "umount",
+    pivotRoot: "pivot_root",
+    cp: "cp",
+    mkdir: "mkdir",
+  };
+  const found: Record<string, string | undefined> = {};
+  for (const [key, program] of Object.entries(programs)) found[key] = helper(program, path);
+  const missing = Object.entries(programs).filter(([key]) => found[key] === undefined);
+  if (missing.length > 0) {
+    const names = missing.map(([, program]) => program).join(", ");
+    return `${names} (util-linux, coreutils) ${missing.length === 1 ? "was" : "were"} not found`;
+  }
+  return { ...(found as Omit<UnshareTools, "setpriv" | "ip">), setpriv, ip: helper("ip", path) };
+}
+
+/**
+ * A helper program by its real path: the ones that run inside a sandbox (setpriv, prlimit, and
+ * unshare's umount after `pivot_root`) must be found there, and the system directories are.
+ */
+function helper(program: string, path: string): string | undefined {
+  const found = which(program, path);
+  if (!found) return undefined;
+  try {
+    return realpathSync(found);
+  } catch {
+    return found;
+  }
+}
+
+/** What the sandbox leaves open, for the start-up log, `GET /health` and the owner's pages. */
+function unprotected(namespaces: boolean, users: boolean): string[] {
+  const gaps: string[] = [];
+  if (!users)
+    gaps.push(
+      "every run is this service's own user: runs can read each other's files and the service's state",
+    );
+  if (!namespaces) {
+    gaps.push("runs see every file of this machine that Unix permissions let their user read");
+    gaps.push("a run meant to have no network still has it");
+    gaps.push("/tmp is shared with the machine");
+    if (users) gaps.push("processes a run leaves behind are ended by sweeps of its user, not by the kernel");
+  }
+  gaps.push("no system-call filter: the whole kernel interface is reachable");
+  gaps.push("a run with network reaches whatever this machine reaches, its loopback services included");
+  gaps.push("memory and CPU are bounded by resource limits only (no cgroup)");
+  return gaps;
+}
+
+function describe(status: SandboxStatus, logger: Logger): void {
+  const gaps = `It does not protect against: ${status.unprotected.join("; ")}.`;
+  if (status.mode === "namespaces" && status.tool === "bubblewrap") {
+    logger.info(`Sandbox: namespaces (bubblewrap). ${gaps}`);
+  } else if (status.mode === "namespaces") {
+    logger.info(`Sandbox: namespaces (util-linux unshare, since ${status.reason}). ${gaps}`);
+  } else {
+    logger.warn(
+      `Sandbox: plain mode (${status.reason}). Untrusted processes run without private namespaces. ${gaps} ` +
+        "Install bubblewrap (Debian package `bubblewrap`), or run as root, to enable namespaces.",
+    );
+  }
+}
+
+/** A launcher reports a child killed by a signal as exit code 128 + signal number. */
+function fromSignalExit(result: ProcessResult): ProcessResult {
   if (result.exitCode !== null && result.exitCode > 128 && result.exitCode < 160 && !result.timedOut) {
     const signal = signalName(result.exitCode - 128);
     if (signal) return { ...result, exitCode: null, signal };
@@ -227,76 +316,21 @@ function signalName(number: number): NodeJS.Signals | undefined {
   return names[number];
 }
 
-/**
- * The directories a tool's PATH names, as read-only mounts, so runtimes installed outside the
- * system directories (uv in ~/.local/bin, pyenv, nvm) are found inside a sandbox. A directory in a
- * home directory brings its whole tool root (`~/.pyenv`, `~/.nvm`), since shims call into it,
- * except `~/.local/bin`, which is mounted alone (`~/.local/share` holds other programs' data).
- */
-export function runtimeMounts(toolPath: string, home?: string): Mount[] {
-  const mounts = new Map<string, Mount>();
-  const add = (dir: string): void => {
-    if (!isAbsolute(dir) || !existsSync(dir) || isSystemPath(dir)) return;
-    if ([...mounts.keys()].some((known) => dir === known || dir.startsWith(known + sep))) return;
-    for (const known of [...mounts.keys()]) if (known.startsWith(dir + sep)) mounts.delete(known);
-    mounts.set(dir, { source: dir, target: dir });
+function refused(error: unknown): ProcessResult {
+  return {
+    exitCode: null,
+    signal: null,
+    stdout: "",
+    stderr: "",
+    stdoutTruncated: false,
+    stderrTruncated: false,
+    timedOut: false,
+    spawnError: error instanceof Error ? error.message : String(error),
+    durationMs: 0,
   };
-  for (const entry of toolPath.split(delimiter)) {
-    if (!entry) continue;
-    const dir = toolRoot(entry, home);
-    add(dir);
-    const real = realpathOrUndefined(entry);
-    if (real && real !== entry) add(toolRoot(real, home));
-  }
-  return [...mounts.values()];
 }
 
-function toolRoot(dir: string, home: string | undefined): string {
-  if (!home || !isAbsolute(home)) return dir;
-  const rel = relative(home, dir);
-  if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) return dir;
-  const parts = rel.split(sep);
-  if (parts[0] === ".local") return dir;
-  return join(home, parts[0] as string);
-}
-
-/** `/a/b/c` → `/a`, `/a/b`. */
-function ancestors(path: string): string[] {
-  const parts = path.split("/").filter(Boolean);
-  return parts.slice(0, -1).map((_, index) => "/" + parts.slice(0, index + 1).join("/"));
-}
-
-function isSystemPath(dir: string): boolean {
-  return SYSTEM_DIRS.some((system) => dir === system || dir.startsWith(system + sep));
-}
-
-/** The absolute path of a program found on `path`, or undefined. */
-export function which(program: string, path: string): string | undefined {
-  for (const dir of path.split(delimiter)) {
-    if (!dir) continue;
-    const candidate = join(dir, program);
-    try {
-      accessSync(candidate, constants.X_OK);
-      if (statSync(candidate).isFile()) return candidate;
-    } catch {
-      // Not here.
-    }
-  }
-  return undefined;
-}
-
-function lstatOrUndefined(path: string) {
-  try {
-    return lstatSync(path);
-  } catch {
-    return undefined;
-  }
-}
-
-function realpathOrUndefined(path: string): string | undefined {
-  try {
-    return realpathSync(path);
-  } catch {
-    return undefined;
-  }
+function firstLine(error: unknown): string {
+  const detail = (error as { stderr?: Buffer }).stderr?.toString().trim() || String(error);
+  return detail.split("\n")[0] as string;
 }
