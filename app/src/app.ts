@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative } from "node:path";
 import {
   ConfigError,
@@ -124,7 +124,11 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     trees: [filesDir, outboxDir, ...(embedded ? [pgliteDir] : [])],
     files: [configPath, secretFile],
   });
+  const created = embedded && !existsSync(join(pgliteDir, "PG_VERSION"));
   const db = await openDatabase({ env, dataDir: pgliteDir, logger });
+  // PGlite writes the files of a database it creates with mode 666 whatever the umask (files it
+  // creates later follow the umask): owner-only at once, not only behind their 700 directory.
+  if (created) securePrivateState({ dirs: [], trees: [pgliteDir], files: [] });
   phases.end(`database (${db.kind})`);
   // PGlite creates a few files at run time with modes of its own (inside the 700 directory, so
   // unreachable by others); they are made owner-only again once it has closed.

@@ -236,8 +236,18 @@ describe.runIf(isRoot)("private state under a root-run embedded database", () =>
     // Force the embedded database whatever this run uses.
     // eslint-disable-next-line @typescript-eslint/no-unused-vars
     const { DATABASE_URL, PGHOST, PGDATABASE, ...appEnv } = env.env;
+    const leaks: string[] = [];
+    const walk = (path: string): void => {
+      const info = statSync(path);
+      if ((info.mode & 0o077) !== 0) leaks.push(`${path} ${(info.mode & 0o777).toString(8)}`);
+      if (info.isDirectory()) for (const name of readdirSync(path)) walk(join(path, name));
+    };
     try {
       let app = await startApp({ env: appEnv, logger: silentLogger });
+      // While it runs, from the very first start: the database's files are owner-only, not only
+      // behind their 700 directory.
+      walk(join(env.dir, "pglite"));
+      expect(leaks).toEqual([]);
       await app.close();
       // An install from before the fix: everything world-readable (and some world-writable).
       execFileSync("chmod", [
@@ -251,12 +261,6 @@ describe.runIf(isRoot)("private state under a root-run embedded database", () =>
       fake.enqueue(textTurn("noted"));
       expect((await chat(app, "remember my bank PIN is 1234")).status).toBe(200);
       await app.close();
-      const leaks: string[] = [];
-      const walk = (path: string): void => {
-        const info = statSync(path);
-        if ((info.mode & 0o077) !== 0) leaks.push(`${path} ${(info.mode & 0o777).toString(8)}`);
-        if (info.isDirectory()) for (const name of readdirSync(path)) walk(join(path, name));
-      };
       for (const dir of ["pglite", "main", "files"]) walk(join(env.dir, dir));
       expect(leaks).toEqual([]);
       // And another user indeed cannot read or list any of it.
