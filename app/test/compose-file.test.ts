@@ -1,0 +1,25 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { repoRoot } from "./helpers/process.js";
+
+/** Seconds of a compose duration such as `2s`, `1m30s` or `1h`. */
+function seconds(duration: string): number {
+  const units: Record<string, number> = { h: 3600, m: 60, s: 1, ms: 0.001 };
+  let total = 0;
+  for (const [, value, unit] of duration.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g)) {
+    total += Number(value) * (units[unit as string] as number);
+  }
+  return total;
+}
+
+describe("docker-compose.yml", () => {
+  it("checks every service's health at least once a minute (services waiting for a healthy one never wait an hour)", () => {
+    for (const file of ["docker-compose.yml", "docker-compose.harbormaster.yml"]) {
+      const text = readFileSync(join(repoRoot, file), "utf8");
+      const intervals = [...text.matchAll(/^\s+interval:\s*(\S+)/gm)].map((match) => match[1] as string);
+      for (const interval of intervals)
+        expect(seconds(interval), `${file}: interval ${interval}`).toBeLessThanOrEqual(60);
+    }
+  });
+});
