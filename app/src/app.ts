@@ -24,7 +24,7 @@ import { InboxStore, finishChange, processingChange } from "./db/inbox.js";
 import { listMemories, listScratchpadTitles } from "./db/knowledge.js";
 import { messagesForInbox } from "./db/messages.js";
 import { compactIfNeeded } from "./agent/compaction.js";
-import { createApiKeySource, resolveModel } from "./agent/model.js";
+import { createApiKeySource, describeModel, resolveModel } from "./agent/model.js";
 import { buildSystemPrompt, buildUserMessage } from "./agent/prompt.js";
 import { tokenBudget } from "./agent/tokens.js";
 import { TurnEngine } from "./agent/turn.js";
@@ -94,7 +94,10 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   }
   const config = loadConfig(configPath);
   const internalSecret = resolveInternalSecret({ env, file: secretFile, create: true });
-  const model = resolveModel(config);
+  const resolved = resolveModel(config);
+  const model = resolved.model;
+  const modelNote = describeModel(resolved, config);
+  if (modelNote) logger[modelNote.level](modelNote.message, modelNote.fields);
   const keySource = createApiKeySource(config, { logger: logger.child("auth") });
   const { getApiKey, oauth } = keySource;
   // A key from authFile is not a start-up matter: a missing or broken login is fixed at /login
