@@ -53,7 +53,7 @@ import { registerWebhook } from "./channels/telegram/registration.js";
 import { OutboxFiles } from "./delivery/compose.js";
 import { wireChannels } from "./channels/wiring.js";
 import { UsageMeter, type UsageRecord } from "./usage/meter.js";
-import { spendOfAssistant, spendOfCall } from "./usage/pricing.js";
+import { createPriceList, spendOfAssistant, spendOfCall } from "./usage/pricing.js";
 
 export interface AppOptions {
   env: NodeJS.ProcessEnv;
@@ -227,6 +227,12 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         .catch((error: unknown) => logger.warn("could not record usage", { error: errorMessage(error) }));
     cleanup.unshift(flushUsage);
     const refuseModelCall = (): string | undefined => meter.refusal()?.message;
+    const prices = createPriceList(model);
+    for (const helperModel of new Set([config.webSearch?.model, config.webFetch?.model])) {
+      const template = helperModel && prices(helperModel).template;
+      if (template)
+        logger.info(`pi-ai does not list model "${helperModel}": web tools price it as "${template}"`);
+    }
     const currentTurn = () => late.queue?.currentEntry;
 
     const tools: AnyAgentTool[] = buildTools({
@@ -249,7 +255,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
             model: modelId,
             source: currentTurn()?.source,
             inboxId: currentTurn()?.id,
-            ...spendOfCall(modelId, usage, searches),
+            ...spendOfCall(prices(modelId).cost, usage, searches),
           }),
       }),
       messaging: {
