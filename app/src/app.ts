@@ -24,7 +24,7 @@ import { InboxStore, finishChange, processingChange } from "./db/inbox.js";
 import { listMemories, listScratchpadTitles } from "./db/knowledge.js";
 import { messagesForInbox } from "./db/messages.js";
 import { compactIfNeeded } from "./agent/compaction.js";
-import { createApiKeySource, resolveModel } from "./agent/model.js";
+import { createApiKeySource, describeModel, resolveModel } from "./agent/model.js";
 import { buildSystemPrompt, buildUserMessage } from "./agent/prompt.js";
 import { tokenBudget } from "./agent/tokens.js";
 import { TurnEngine } from "./agent/turn.js";
@@ -53,7 +53,7 @@ import { registerWebhook } from "./channels/telegram/registration.js";
 import { OutboxFiles } from "./delivery/compose.js";
 import { wireChannels } from "./channels/wiring.js";
 import { UsageMeter, type UsageRecord } from "./usage/meter.js";
-import { spendOfAssistant, spendOfCall } from "./usage/pricing.js";
+import { createPriceList, spendOfAssistant, spendOfCall } from "./usage/pricing.js";
 
 export interface AppOptions {
   env: NodeJS.ProcessEnv;
@@ -94,7 +94,10 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   }
   const config = loadConfig(configPath);
   const internalSecret = resolveInternalSecret({ env, file: secretFile, create: true });
-  const model = resolveModel(config);
+  const resolved = resolveModel(config);
+  const model = resolved.model;
+  const modelNote = describeModel(resolved, config);
+  if (modelNote) logger[modelNote.level](modelNote.message, modelNote.fields);
   const keySource = createApiKeySource(config, { logger: logger.child("auth") });
   const { getApiKey, oauth } = keySource;
   // A key from authFile is not a start-up matter: a missing or broken login is fixed at /login
@@ -228,6 +231,12 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         .catch((error: unknown) => logger.warn("could not record usage", { error: errorMessage(error) }));
     cleanup.unshift(flushUsage);
     const refuseModelCall = (): string | undefined => meter.refusal()?.message;
+    const prices = createPriceList(model);
+    for (const helperModel of new Set([config.webSearch?.model, config.webFetch?.model])) {
+      const template = helperModel && prices(helperModel).template;
+      if (template)
+        logger.info(`pi-ai does not list model "${helperModel}": web tools price it as "${template}"`);
+    }
     const currentTurn = () => late.queue?.currentEntry;
 
     const tools: AnyAgentTool[] = buildTools({
@@ -250,7 +259,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
             model: modelId,
             source: currentTurn()?.source,
             inboxId: currentTurn()?.id,
-            ...spendOfCall(modelId, usage, searches),
+            ...spendOfCall(prices(modelId).cost, usage, searches),
           }),
       }),
       messaging: {

@@ -109,6 +109,40 @@ describe("loadConfig", () => {
     expect(config.maxTokens).toBe(4096);
   });
 
+  it("the model's prices parse inline or as a section, each key optional", () => {
+    expect(
+      load(MINIMAL + "cost = { input = 3, output = 15.5, cacheRead = 0.3, cacheWrite = 0 }\n").cost,
+    ).toEqual({
+      input: 3,
+      output: 15.5,
+      cacheRead: 0.3,
+      cacheWrite: 0,
+    });
+    expect(load(MINIMAL + "[cost]\noutput = 4\n").cost).toEqual({ output: 4 });
+  });
+
+  it.each([
+    ["contextWindow", 'contextWindow = "200k"', "expected number"],
+    ["contextWindow", "contextWindow = 0", "expected number to be >0"],
+    ["maxTokens", "maxTokens = 1.5", "expected int"],
+    ["cost", 'cost = "cheap"', "expected object"],
+    ["cost.input", 'cost = { input = "3" }', "expected number"],
+    ["cost.output", "cost = { output = -1 }", "US dollars per million tokens, 0 or more"],
+    ["cost.cacheRead", "cost = { cacheRead = nan }", "expected number"],
+    ["cost.cacheWrite", "cost = { cacheWrite = inf }", "expected number"],
+    ["cost", "cost = { inputs = 3 }", '"inputs"'],
+  ])("a wrong %s is refused and named (%s)", (key, line, expected) => {
+    const message = loadError(`${MINIMAL}${line}\n`);
+    expect(message).toContain(`key "${key}"`);
+    expect(message).toContain(expected);
+  });
+
+  it("an output limit above the window is refused, naming maxTokens", () => {
+    const message = loadError(MINIMAL + "contextWindow = 8192\nmaxTokens = 16384\n");
+    expect(message).toContain('key "maxTokens"');
+    expect(message).toContain("contextWindow (8192)");
+  });
+
   it("an unknown top-level key (a typo) is refused and named", () => {
     const message = loadError(MINIMAL + 'modle = "oops"\n');
     expect(message).toContain("modle");
@@ -343,6 +377,7 @@ describe("config.example.toml documents every key", () => {
       [
         "budget",
         "coder",
+        "cost",
         "owner",
         "queue",
         "signal",

@@ -23,6 +23,9 @@ const anthropicHelper = z.strictObject({
   baseUrl: z.url().optional(),
 });
 
+/** US dollars per million tokens of one kind. */
+const pricePerMillion = z.number().min(0, "must be US dollars per million tokens, 0 or more").optional();
+
 const e164 = z
   .string()
   .regex(/^\+[1-9]\d{1,14}$/, "must be a phone number in international form, e.g. +15555550123");
@@ -50,6 +53,15 @@ export const configSchema = z
     api: z.enum(apiKinds).optional(),
     contextWindow: z.number().int().positive().optional(),
     maxTokens: z.number().int().positive().optional(),
+    /** Over the listed (or template) model's prices; a custom endpoint's are 0 without it. */
+    cost: z
+      .strictObject({
+        input: pricePerMillion,
+        output: pricePerMillion,
+        cacheRead: pricePerMillion,
+        cacheWrite: pricePerMillion,
+      })
+      .optional(),
     contextTokensK: z.number().int().min(10).max(2000).default(50),
     thinkingLevel: z.enum(thinkingLevels).default("off"),
     queue: z
@@ -99,6 +111,13 @@ export const configSchema = z
         code: "custom",
         path: ["authFile"],
         message: "set either apiKey or authFile, not both",
+      });
+    }
+    if (config.maxTokens && config.contextWindow && config.maxTokens > config.contextWindow) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["maxTokens"],
+        message: `must not be more than contextWindow (${config.contextWindow})`,
       });
     }
     if (config.baseUrl) {

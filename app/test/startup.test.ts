@@ -214,3 +214,97 @@ describe("npm start", () => {
     );
   }, 90_000);
 });
+
+describe("npm start with a model pi-ai does not list", () => {
+  /** Anthropic's prices as config.toml may set them, unlike any listed Claude model's. */
+  const COST = { input: 7, output: 11, cacheRead: 0.5, cacheWrite: 13 };
+  const newerClaude = (fakeUrl: string, extra = "") =>
+    [
+      'provider = "anthropic"',
+      'model = "claude-sonnet-5"',
+      `baseUrl = "${fakeUrl}"`,
+      'api = "anthropic-messages"',
+      'apiKey = "sk-ant-api03-test"',
+      `password = "${PASSWORD}"`,
+      `cost = { input = ${COST.input}, output = ${COST.output}, cacheRead = ${COST.cacheRead}, cacheWrite = ${COST.cacheWrite} }`,
+      extra,
+    ].join("\n");
+
+  it("starts with the closest listed model as template, sends the new id, and counts the configured cost", async () => {
+    fake = await startFakeAnthropic();
+    fake.setResponder(() => textTurn("hello from a newer model"));
+    // A budget the first turn uses up, at the configured prices.
+    testEnv = await createTestEnv(newerClaude(fake.url, "[budget]\ndaily = 0.0001\n"));
+    running = await startAppProcess(testEnv.env, 120_000, NPM_START);
+    expect(running.output()).toMatch(
+      /WARN \[app\] pi-ai does not list model "claude-sonnet-5": using anthropic's "claude-sonnet-4-6" as its template/,
+    );
+    // The template's window and output limit; the configured prices.
+    expect(running.output()).toContain('"contextWindow":1000000,"maxTokens":64000');
+    expect(running.output()).toContain(`"costPerMillionTokens":${JSON.stringify(COST)}`);
+
+    const reply = await post(running.port, "/chat", { message: "hi" });
+    expect(reply.body.response).toBe("hello from a newer model");
+    expect(fake.requests).toHaveLength(1);
+    expect(fake.requests[0]?.body.model).toBe("claude-sonnet-5");
+
+    // The Usage page counts the turn at the configured prices, not the template's nor zero.
+    const usage = (await (
+      await fetch(`http://127.0.0.1:${running.port}/api/usage`, {
+        headers: { Authorization: basicAuthHeader(PASSWORD) },
+      })
+    ).json()) as {
+      turns: {
+        inputTokens: number;
+        outputTokens: number;
+        cacheReadTokens: number;
+        cacheWriteTokens: number;
+        costUsd: number;
+      }[];
+      budgets: { daily: { spentUsd: number } };
+    };
+    expect(usage.turns).toHaveLength(1);
+    const turn = usage.turns[0]!;
+    expect(turn.inputTokens + turn.outputTokens + turn.cacheWriteTokens).toBeGreaterThan(0);
+    const priced = (prices: typeof COST) =>
+      (turn.inputTokens * prices.input +
+        turn.outputTokens * prices.output +
+        turn.cacheReadTokens * prices.cacheRead +
+        turn.cacheWriteTokens * prices.cacheWrite) /
+      1_000_000;
+    expect(turn.costUsd).toBeCloseTo(priced(COST), 12);
+    expect(turn.costUsd).not.toBeCloseTo(
+      priced({ input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 }),
+      8,
+    );
+    expect(usage.budgets.daily.spentUsd).toBeCloseTo(priced(COST), 12);
+
+    // So the budget stops the next turn before any model call.
+    const refused = await post(running.port, "/chat", { message: "again" });
+    expect(refused.body.response).toMatch(/^The daily budget of \$0\.00 is used up/);
+    expect(fake.requests).toHaveLength(1);
+    expect(await running.stop("SIGTERM")).toBe(0);
+  }, 180_000);
+
+  it.each([
+    ["contextWindow", 'contextWindow = "200k"\n', "expected number"],
+    ["maxTokens", "maxTokens = 1.5\n", "expected int"],
+    ["cost.input", 'cost = { input = "three" }\n', "expected number"],
+    ["cost.cacheWrite", "cost = { cacheWrite = -1 }\n", "0 or more"],
+  ])(
+    "stops with exit code 78 naming %s when it is wrong",
+    async (key, line, expected) => {
+      const env = baseEnv();
+      mkdirSync(join(dir, "main"), { recursive: true });
+      writeFileSync(
+        join(dir, "main", "config.toml"),
+        `model = "claude-sonnet-5"\npassword = "long-enough-pw"\n${line}`,
+      );
+      const { code, output } = await launchToExit({ ...env, PORT: "0", INTERNAL_PORT: "0" });
+      expect(code).toBe(78);
+      expect(output).toContain(`key "${key}"`);
+      expect(output).toContain(expected);
+    },
+    30_000,
+  );
+});

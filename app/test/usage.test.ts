@@ -5,6 +5,7 @@ import {
   searchReply,
   startFakeAnthropic,
   startFakeAnthropicSearch,
+  startFakeOpenAI,
   textTurn,
   toolTurn,
   type FakeAnthropicSearch,
@@ -178,5 +179,48 @@ describe("budgets", () => {
       );
       expect(done.rows).toEqual([{ status: "done", response: "The forecast says sun." }]);
     });
+  });
+});
+
+describe("a custom endpoint's cost", () => {
+  let fake: FakeLlmServer;
+  let env: TestEnv;
+  let app: RunningApp;
+
+  beforeAll(async () => {
+    fake = await startFakeOpenAI();
+    // configFor's OpenAI-compatible endpoint, priced in config.toml, with a budget one turn uses up.
+    env = await createTestEnv(
+      configFor(fake, "openai", "[budget]\ndaily = 0.0001\n").replace(
+        "maxTokens = 2048",
+        "maxTokens = 2048\ncost = { input = 20, output = 80 }",
+      ),
+    );
+    app = await startApp({ env: env.env, logger: silentLogger });
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await fake?.close();
+    await env?.cleanup();
+  });
+
+  it("is what config.toml says, in the usage report and against the budget", async () => {
+    fake.enqueue(textTurn("local answer"));
+    expect((await chat(app, "hello")).body.response).toBe("local answer");
+    const rows = await app.db.query<{ input: number; output: number; cost: number }>(
+      "SELECT input_tokens AS input, output_tokens AS output, cost_usd AS cost FROM usage",
+    );
+    expect(rows.rows).toHaveLength(1);
+    const { input, output, cost } = rows.rows[0]!;
+    expect(input).toBeGreaterThan(0);
+    expect(Number(cost)).toBeCloseTo((input * 20 + output * 80) / 1_000_000, 12);
+    const report = await usage(app);
+    expect(report.turns[0]?.costUsd).toBeCloseTo(Number(cost), 12);
+    expect(report.budgets.daily.spentUsd).toBeCloseTo(Number(cost), 12);
+    // Free, it would never have stopped the next turn.
+    const calls = fake.requests.length;
+    expect((await chat(app, "again")).body.response).toMatch(/^The daily budget of \$0\.00 is used up/);
+    expect(fake.requests.length).toBe(calls);
   });
 });
