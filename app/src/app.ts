@@ -23,7 +23,7 @@ import { migrate } from "./db/migrations.js";
 import { InboxStore, finishChange, processingChange } from "./db/inbox.js";
 import { listMemories, listScratchpadTitles } from "./db/knowledge.js";
 import { messagesForInbox } from "./db/messages.js";
-import { compactIfNeeded } from "./agent/compaction.js";
+import { compactIfNeeded, SummaryBackoff } from "./agent/compaction.js";
 import { createApiKeySource, resolveModel } from "./agent/model.js";
 import { buildSystemPrompt, buildUserMessage } from "./agent/prompt.js";
 import { tokenBudget } from "./agent/tokens.js";
@@ -329,6 +329,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
           ...spendOfAssistant(message),
         }),
     });
+    // When a failing summariser is next asked (compactions meanwhile truncate).
+    const summaryBackoff = new SummaryBackoff();
     const queue = new MessageQueue({
       inbox,
       engine,
@@ -365,6 +367,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
             callModels(callModel, context, callOptions ?? {}).result(),
           getApiKey,
           budget,
+          backoff: summaryBackoff,
           logger: logger.child("compaction"),
           refuseModelCall,
           onModelCall: (message) =>

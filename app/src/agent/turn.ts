@@ -1,5 +1,11 @@
 import { Agent, type AgentMessage, type StreamFn, type ThinkingLevel } from "@mariozechner/pi-agent-core";
-import { type Api, type AssistantMessage, type Model, type UserMessage } from "@mariozechner/pi-ai";
+import {
+  type Api,
+  type AssistantMessage,
+  type Model,
+  type TextContent,
+  type UserMessage,
+} from "@mariozechner/pi-ai";
 import { errorMessage, sanitizeDeep, type Logger } from "@stavrobot/common";
 import { isDatabaseUnavailable, type Database } from "../db/database.js";
 import type { Companion, ConversationStore } from "./conversation.js";
@@ -7,7 +13,8 @@ import type { AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "./model.js";
 import { modelStreamVia, type ModelStream } from "./model-stream.js";
 import { redactToolCalls, scrubToolResult, type ArgumentRedactor } from "./redact.js";
-import { truncateToBudget, type TokenBudget } from "./tokens.js";
+import { requestOverhead, type TokenBudget } from "./tokens.js";
+import { truncateToBudget } from "./truncate.js";
 
 export interface TurnDeps {
   db: Database;
@@ -72,7 +79,8 @@ interface PendingSteer {
 export class TurnEngine {
   private agent: Agent | undefined;
   private steers: PendingSteer[] = [];
-  private summarised: { from: UserMessage; summary: string; message: UserMessage } | undefined;
+  private summarised:
+    { from: UserMessage; summary: string; message: UserMessage; block: TextContent } | undefined;
   /** The running turn's entry could not be saved: it stops, and takes no steering. */
   private abandoned = false;
   /** Runs started, to tell whose insert failed. */
@@ -163,17 +171,23 @@ export class TurnEngine {
         onRequest: () => (reachedProvider = true),
       });
     };
+    const systemPrompt = await deps.systemPrompt();
+    const tools = deps.tools();
+    // What the messages of a request may take: the budget less the system prompt and the tools.
+    const room = deps.budget.truncateAbove - requestOverhead(systemPrompt, tools);
+    // The summary of compacted messages is never cut, whatever else has to go.
+    const summaryBlock = this.summarised?.block;
     const agent = new Agent({
       initialState: {
-        systemPrompt: await deps.systemPrompt(),
+        systemPrompt,
         model: deps.model,
         thinkingLevel: deps.thinkingLevel,
-        tools: deps.tools(),
+        tools,
         messages,
       },
       getApiKey: (provider) => deps.getApiKey(provider),
       streamFn,
-      transformContext: async (context) => truncateToBudget(context, deps.budget.truncateAbove),
+      transformContext: async (context) => truncateToBudget(context, room, summaryBlock),
       // Tool output (a plugin printing binary) may hold text the database and the wire refuse.
       afterToolCall: async ({ toolCall, args, result }) => {
         deps.afterTool?.(toolCall.name, args);
@@ -331,7 +345,7 @@ export class TurnEngine {
     const content =
       typeof first.content === "string" ? [{ type: "text" as const, text: first.content }] : first.content;
     const message: UserMessage = { ...first, content: [block, ...content] };
-    this.summarised = { from: first, summary, message };
+    this.summarised = { from: first, summary, message, block };
     messages[index] = message;
   }
 
