@@ -305,6 +305,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       model,
       thinkingLevel: config.thinkingLevel,
       maxTokens: config.maxTokens,
+      maxToolRounds: config.maxToolRounds,
       tools: () => tools,
       systemPrompt: () => systemPrompt.get(),
       getApiKey,

@@ -13,6 +13,7 @@ import type { AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "./model.js";
 import { modelStreamVia, type ModelStream } from "./model-stream.js";
 import { redactToolCalls, scrubToolResult, type ArgumentRedactor } from "./redact.js";
+import { ToolRounds } from "./tool-rounds.js";
 import { requestOverhead, type TokenBudget } from "./tokens.js";
 import { truncateToBudget } from "./truncate.js";
 
@@ -25,6 +26,8 @@ export interface TurnDeps {
   model: Model<Api>;
   thinkingLevel: ThinkingLevel;
   maxTokens: number | undefined;
+  /** The most rounds of tool calls one turn may take (`maxToolRounds`). */
+  maxToolRounds: number;
   tools: () => AnyAgentTool[];
   /** How the model is called (default: pi-ai's `streamSimple`). */
   stream?: ModelStream;
@@ -159,8 +162,15 @@ export class TurnEngine {
     // Whether the latest model call got as far as a request to the provider: an error before that
     // (the library refusing the history, a message it cannot convert) happens again on a retry.
     let reachedProvider = false;
+    const rounds = new ToolRounds(deps.maxToolRounds);
+    let capped = false;
     const streamFn: StreamFn = (model, context, options) => {
       reachedProvider = false;
+      // A model that keeps calling tools: its next call is not made, the turn ends (below).
+      if (rounds.reached) {
+        capped = true;
+        throw new Error(`stopped after ${rounds.cap} tool rounds`);
+      }
       // Thrown here, the Agent reports it as the turn's error; no request was made.
       const refusal = deps.refuseModelCall?.();
       if (refusal) throw new Error(refusal);
@@ -208,6 +218,7 @@ export class TurnEngine {
         } else if (message.role === "assistant") {
           deps.onModelCall?.(inboxId, message);
           if (message.stopReason === "error" || message.stopReason === "aborted") return;
+          rounds.count(message);
           const redacted = redactToolCalls(message, deps.redactors ?? {});
           for (const [id, found] of redacted.secrets) secrets.set(id, found);
           // Tools run next: their call is on disk before they do. A final answer is written with
@@ -255,6 +266,12 @@ export class TurnEngine {
         retryable: false,
         progressSaved,
       };
+    }
+    if (capped) {
+      // Written with the turn's tool results still waiting: the next turn knows where this one stopped.
+      await deps.conversation.save(rounds.note(), inboxId);
+      deps.logger.warn("turn stopped at the tool round cap", { inboxId, rounds: rounds.cap });
+      return { kind: "reply", text: rounds.reply() };
     }
     const last = agent.state.messages[agent.state.messages.length - 1];
     if (last?.role !== "assistant")
