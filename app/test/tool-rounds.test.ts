@@ -1,6 +1,9 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
 import { textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
+import { ABORTED_REPLY } from "../src/queue-replies.js";
 import { PASSWORD, chat, configFor, post, useTestApp, type LlmKind } from "./helpers/app.js";
 
 const CAP = 3;
@@ -21,7 +24,10 @@ function neverStops(fake: FakeLlmServer): void {
 describe.each<LlmKind>(["anthropic", "openai"])("a turn that keeps calling tools (%s)", (kind) => {
   const t = useTestApp({
     kind,
-    config: (fake) => configFor(fake, kind, "").replace("[queue]", `maxToolRounds = ${CAP}\n[queue]`),
+    config: (fake) =>
+      configFor(fake, kind, "").replace("[queue]", `maxToolRounds = ${CAP}\n[queue]`) +
+      // web_fetch, for a tool that runs until stopped (a page that never comes).
+      `[webFetch]\napiKey = "k"\nmodel = "claude-haiku-4-5"\nbaseUrl = "${fake.url}"\nallowPrivateNetworks = true\n`,
   });
 
   it("stops at maxToolRounds, tells the person, and leaves a note for the next turn", async () => {
@@ -69,5 +75,31 @@ describe.each<LlmKind>(["anthropic", "openai"])("a turn that keeps calling tools
     expect(reply.status).toBe(200);
     expect(String(reply.body.response)).toContain(`stopped after ${CAP} rounds of tool calls`);
     expect(t.fake.requests).toHaveLength(CAP);
+  });
+
+  it("a /stop while the last allowed round's tool runs ends the turn as aborted", async () => {
+    // Rounds 1 and 2 are quick; round 3 (the cap) fetches a page that never comes until /stop.
+    let pageAsked!: () => void;
+    const asked = new Promise<void>((resolve) => (pageAsked = resolve));
+    const slow = createServer(() => pageAsked());
+    await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/page`;
+    t.fake.reset();
+    let calls = 0;
+    t.fake.setResponder(() =>
+      ++calls < CAP
+        ? toolTurn("db_search", { query: `trip ${calls}` })
+        : toolTurn("web_fetch", { url, task: "read it" }),
+    );
+    try {
+      const pending = chat(t.app, "a long task");
+      await asked;
+      expect((await chat(t.app, "/stop")).body.response).toBe(ABORTED_REPLY);
+      expect((await pending).body.response).toBe(ABORTED_REPLY);
+      expect(t.fake.requests).toHaveLength(CAP);
+    } finally {
+      slow.closeAllConnections();
+      slow.close();
+    }
   });
 });

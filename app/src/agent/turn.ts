@@ -166,8 +166,9 @@ export class TurnEngine {
     let capped = false;
     const streamFn: StreamFn = (model, context, options) => {
       reachedProvider = false;
-      // A model that keeps calling tools: its next call is not made, the turn ends (below).
-      if (rounds.reached) {
+      // A model that keeps calling tools: its next call is not made, the turn ends (below). A
+      // turn being stopped with /stop ends as aborted instead.
+      if (rounds.reached && !options?.signal?.aborted) {
         capped = true;
         throw new Error(`stopped after ${rounds.cap} tool rounds`);
       }
