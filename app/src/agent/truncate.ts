@@ -62,6 +62,7 @@ export function truncateToBudget(
 /** The earliest turn start from which the rest fits; the last turn start when none does. */
 function oldestTurnThatFits(messages: readonly AgentMessage[], room: number): number {
   let total = estimateAll(messages);
+  if (total <= room) return 0;
   let last = 0;
   for (let i = 1; i < messages.length; i++) {
     total -= estimateTokens(messages[i - 1] as AgentMessage);
