@@ -23,7 +23,7 @@ import { migrate } from "./db/migrations.js";
 import { InboxStore, finishChange, processingChange } from "./db/inbox.js";
 import { listMemories, listScratchpadTitles } from "./db/knowledge.js";
 import { messagesForInbox } from "./db/messages.js";
-import { compactIfNeeded } from "./agent/compaction.js";
+import { compactIfNeeded, SummaryBackoff } from "./agent/compaction.js";
 import { createApiKeySource, describeModel, resolveModel } from "./agent/model.js";
 import { buildSystemPrompt, buildUserMessage } from "./agent/prompt.js";
 import { tokenBudget } from "./agent/tokens.js";
@@ -318,6 +318,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       model,
       thinkingLevel: config.thinkingLevel,
       maxTokens: config.maxTokens,
+      maxToolRounds: config.maxToolRounds,
       tools: () => tools,
       systemPrompt: () => systemPrompt.get(),
       getApiKey,
@@ -342,6 +343,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
           ...spendOfAssistant(message),
         }),
     });
+    // When a failing summariser is next asked (compactions meanwhile truncate).
+    const summaryBackoff = new SummaryBackoff();
     const queue = new MessageQueue({
       inbox,
       engine,
@@ -378,6 +381,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
             callModels(callModel, context, callOptions ?? {}).result(),
           getApiKey,
           budget,
+          backoff: summaryBackoff,
           logger: logger.child("compaction"),
           refuseModelCall,
           onModelCall: (message) =>

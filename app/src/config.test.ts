@@ -45,6 +45,7 @@ describe("loadConfig", () => {
       password: "correct-horse",
       contextTokensK: 50,
       thinkingLevel: "off",
+      maxToolRounds: 40,
       queue: { maxRetries: 3, retryDelaySeconds: 30 },
     });
     expect(Object.isFrozen(config)).toBe(true);
@@ -162,6 +163,10 @@ describe("loadConfig", () => {
     ["contextTokensK = 5", "contextTokensK"],
     ["contextTokensK = 2001", "contextTokensK"],
     ['thinkingLevel = "max"', "thinkingLevel"],
+    ["maxToolRounds = 0", "maxToolRounds"],
+    ["maxToolRounds = 2.5", "maxToolRounds"],
+    ["maxToolRounds = 1001", "maxToolRounds"],
+    ['maxToolRounds = "40"', "maxToolRounds"],
     ["contextWindow = 0", "contextWindow"],
     ["maxTokens = 1.5", "maxTokens"],
     ['provider = ""', "provider"],
@@ -169,6 +174,11 @@ describe("loadConfig", () => {
     ["[queue]\nretryDelaySeconds = -1", "queue.retryDelaySeconds"],
   ])("rejects %s naming %s", (extra, key) => {
     expect(loadError(MINIMAL + extra + "\n")).toContain(`key "${key}"`);
+  });
+
+  it("accepts a tool round cap from 1 to 1000", () => {
+    expect(load(MINIMAL + "maxToolRounds = 1\n").maxToolRounds).toBe(1);
+    expect(load(MINIMAL + "maxToolRounds = 1000\n").maxToolRounds).toBe(1000);
   });
 
   it("accepts a valid publicHostname and every thinking level", () => {

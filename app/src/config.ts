@@ -64,6 +64,7 @@ export const configSchema = z
       .optional(),
     contextTokensK: z.number().int().min(10).max(2000).default(50),
     thinkingLevel: z.enum(thinkingLevels).default("off"),
+    maxToolRounds: z.number().int().min(1).max(1000).default(40),
     queue: z
       .strictObject({
         maxRetries: z.number().int().min(0).max(10).default(3),

@@ -1,56 +1,58 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
-import {
-  completeSimple,
-  type Api,
-  type AssistantMessage,
-  type Context,
-  type Model,
-  type SimpleStreamOptions,
-} from "@mariozechner/pi-ai";
-import { errorMessage, type Logger } from "@stavrobot/common";
 import type { StoredMessage } from "../db/messages.js";
 import type { ConversationStore } from "./conversation.js";
-import type { ApiKeySource } from "./model.js";
+import {
+  SHORT_PROMPT,
+  SUMMARY_PROMPT,
+  serializeForSummary,
+  summarise,
+  type SummariserDeps,
+  type SummaryOutcome,
+} from "./summary.js";
 import { estimateAll, estimateTokens, type TokenBudget } from "./tokens.js";
+import { isTurnStart } from "./truncate.js";
 
-export type CompleteFn = (
-  model: Model<Api>,
-  context: Context,
-  options?: SimpleStreamOptions,
-) => Promise<AssistantMessage>;
+export type { CompleteFn } from "./summary.js";
 
-export interface CompactionDeps {
+export interface CompactionDeps extends SummariserDeps {
   conversation: ConversationStore;
-  model: Model<Api>;
-  getApiKey: ApiKeySource;
   budget: TokenBudget;
-  logger: Logger;
-  complete?: CompleteFn;
-  /** Asked before the summary call: a reason not to make it (a used-up budget), or undefined. */
-  refuseModelCall?: () => string | undefined;
-  /** Told of each summary call's answer (usage and cost). */
-  onModelCall?: (message: AssistantMessage) => void;
+  /** Kept from one compaction to the next: whether the summariser may be asked now. */
+  backoff: SummaryBackoff;
 }
 
 export type CompactionResult =
-  | { compacted: true; upToMessageId: number; summarisedMessages: number }
+  | { compacted: true; upToMessageId: number; coveredMessages: number; by: "summary" | "truncation" }
   | { compacted: false; reason: string };
 
-const SUMMARY_PROMPT = `You compress the older part of a conversation between a person and their personal assistant.
-Write a faithful summary the assistant can rely on later. Use these headings:
-Decisions and outcomes; Pending tasks and promises; Key facts about the person and their world; Errors and what was tried; Where the conversation stands.
-Keep names, numbers, dates, ids and commitments exactly. Leave out pleasantries. Write plain text.`;
+/** The most compactions in a row that truncate without asking a summariser that keeps failing. */
+const MAX_SKIPS = 32;
 
-const SHORT_PROMPT = `Summarise the conversation below as at most 15 short bullet points, keeping facts, decisions, open tasks, names, numbers and dates exactly.`;
+/**
+ * After the summariser fails (both prompts), the next compactions truncate without asking it:
+ * 1 after the first failure in a row, then 2, 4, 8, … at most 32; a usable summary starts over.
+ * Kept in memory: after a restart the summariser is asked again.
+ */
+export class SummaryBackoff {
+  private failures = 0;
+  private skips = 0;
 
-/** A user message that starts a turn: the cut never separates a tool call from its result. */
-export function isTurnStart(messages: readonly AgentMessage[], index: number): boolean {
-  const message = messages[index];
-  if (message?.role !== "user") return false;
-  if (index === 0) return true;
-  const previous = messages[index - 1] as AgentMessage;
-  if (previous.role === "user") return true;
-  return previous.role === "assistant" && !previous.content.some((block) => block.type === "toolCall");
+  /** Whether this compaction may ask the summariser; when not, one skip is used up. */
+  mayAsk(): boolean {
+    if (this.skips === 0) return true;
+    this.skips--;
+    return false;
+  }
+
+  failed(): void {
+    this.failures++;
+    this.skips = Math.min(2 ** (this.failures - 1), MAX_SKIPS);
+  }
+
+  succeeded(): void {
+    this.failures = 0;
+    this.skips = 0;
+  }
 }
 
 /** Index of the first message to keep verbatim, or undefined when no safe cut exists. */
@@ -70,32 +72,32 @@ export function findCutIndex(messages: readonly AgentMessage[], keepTokens: numb
   return undefined;
 }
 
-export function serializeForSummary(messages: readonly AgentMessage[]): string {
-  const lines: string[] = [];
-  for (const message of messages) {
-    if (message.role === "user") {
-      const text = typeof message.content === "string" ? message.content : textOf(message.content);
-      lines.push(`User: ${text}`);
-    } else if (message.role === "assistant") {
-      for (const block of message.content) {
-        if (block.type === "text" && block.text.trim()) lines.push(`Assistant: ${block.text}`);
-        if (block.type === "toolCall") {
-          lines.push(`Assistant called ${block.name}(${clip(JSON.stringify(block.arguments), 600)})`);
-        }
-      }
-    } else if (message.role === "toolResult") {
-      lines.push(
-        `Tool result (${message.toolName})${message.isError ? " [error]" : ""}: ${clip(textOf(message.content), 2000)}`,
-      );
-    }
-  }
-  return lines.join("\n");
+const TRUNCATION_NOTE = "[Older messages could not be summarised and were left out of the context";
+
+/**
+ * What a compaction without a summary saves in its place: the previous summary (still true) and a
+ * note that older messages were left out, and where to find them. Earlier such notes are replaced.
+ */
+export function truncationSummary(previous: string | undefined, lastLeftOut: number | undefined): string {
+  const when =
+    lastLeftOut && lastLeftOut > 0
+      ? ` (the newest of them from ${new Date(lastLeftOut).toISOString().slice(0, 16).replace("T", " ")} UTC)`
+      : "";
+  const note = `${TRUNCATION_NOTE}${when}. They are still in the database, where db_search finds them.]`;
+  const kept = (previous ?? "")
+    .split("\n")
+    .filter((line) => !line.startsWith(TRUNCATION_NOTE))
+    .join("\n")
+    .trim();
+  return kept ? `${kept}\n\n${note}` : note;
 }
 
 /**
  * Summarises the older messages once the conversation passes its budget, keeping the newest
  * ones verbatim. The summary is saved with the id of the last message it covers; history is then
- * reloaded as summary + newer messages. An empty or failed summary is never saved.
+ * reloaded as summary + newer messages. When the summariser gives nothing usable (or is backing
+ * off after failing), the older messages are cut all the same: a note stands in for their summary.
+ * An empty summary is never saved.
  */
 export async function compactIfNeeded(deps: CompactionDeps): Promise<CompactionResult> {
   const conversation = await deps.conversation.current();
@@ -106,63 +108,41 @@ export async function compactIfNeeded(deps: CompactionDeps): Promise<CompactionR
   const cut = findCutIndex(messages, deps.budget.keep);
   if (cut === undefined || cut === 0) return { compacted: false, reason: "no safe cut point" };
   const older = rows.slice(0, cut);
-  const boundary = (older[older.length - 1] as StoredMessage).id;
+  const last = older[older.length - 1] as StoredMessage;
   const transcript =
     (conversation.summary ? `Summary of what came before:\n${conversation.summary.text}\n\n` : "") +
     serializeForSummary(older.map((row) => row.message));
-  const summary =
-    (await summarise(deps, SUMMARY_PROMPT, transcript)) ?? (await summarise(deps, SHORT_PROMPT, transcript));
-  if (!summary) return { compacted: false, reason: "the model returned no usable summary" };
-  await deps.conversation.compact(summary, boundary);
-  deps.logger.info("conversation compacted", { upToMessageId: boundary, messages: older.length });
-  return { compacted: true, upToMessageId: boundary, summarisedMessages: older.length };
-}
-
-async function summarise(
-  deps: CompactionDeps,
-  systemPrompt: string,
-  transcript: string,
-): Promise<string | undefined> {
-  const complete = deps.complete ?? completeSimple;
-  try {
-    const refusal = deps.refuseModelCall?.();
-    if (refusal) {
-      deps.logger.warn("compaction skipped", { reason: refusal });
-      return undefined;
-    }
-    const apiKey = await deps.getApiKey(deps.model.provider);
-    if (!apiKey) return undefined;
-    const reply = await complete(
-      deps.model,
-      {
-        systemPrompt,
-        messages: [
-          { role: "user", content: `<conversation>\n${transcript}\n</conversation>`, timestamp: Date.now() },
-        ],
-      },
-      { apiKey, maxTokens: 2048 },
-    );
-    deps.onModelCall?.(reply);
-    if (reply.stopReason === "error" || reply.stopReason === "aborted") {
-      deps.logger.warn("compaction summary failed", { error: reply.errorMessage });
-      return undefined;
-    }
-    const text = textOf(reply.content).trim();
-    // A "summary" as long as what it summarises saves nothing.
-    return text.length > 0 && text.length < transcript.length ? text : undefined;
-  } catch (error) {
-    deps.logger.warn("compaction summary failed", { error: errorMessage(error) });
-    return undefined;
+  const outcome = await summaryOf(deps, transcript);
+  if ("skipped" in outcome) {
+    deps.logger.warn("compaction skipped", { reason: outcome.skipped });
+    return { compacted: false, reason: outcome.skipped };
   }
+  const details = { upToMessageId: last.id, messages: older.length };
+  if ("summary" in outcome) {
+    await deps.conversation.compact(outcome.summary, last.id);
+    deps.logger.info("conversation compacted", details);
+    return { compacted: true, upToMessageId: last.id, coveredMessages: older.length, by: "summary" };
+  }
+  const timestamp = (last.message as { timestamp?: number }).timestamp;
+  await deps.conversation.compact(truncationSummary(conversation.summary?.text, timestamp), last.id);
+  deps.logger.warn("conversation truncated without a summary", { ...details, reason: outcome.failed });
+  return { compacted: true, upToMessageId: last.id, coveredMessages: older.length, by: "truncation" };
 }
 
-function textOf(content: readonly { type: string; text?: string }[]): string {
-  return content
-    .map((block) => (block.type === "text" ? (block.text ?? "") : block.type === "image" ? "[image]" : ""))
-    .filter((text) => text.length > 0)
-    .join("\n");
-}
-
-function clip(text: string, max: number): string {
-  return text.length <= max ? text : text.slice(0, max) + "…";
+/** The full prompt, then the short one; a failure of both starts (or lengthens) the backoff. */
+async function summaryOf(deps: CompactionDeps, transcript: string): Promise<SummaryOutcome> {
+  if (!deps.backoff.mayAsk()) return { failed: "the summariser failed recently and is not asked this time" };
+  const full = await summarise(deps, SUMMARY_PROMPT, transcript);
+  if (!("failed" in full)) {
+    if ("summary" in full) deps.backoff.succeeded();
+    return full;
+  }
+  deps.logger.warn("compaction summary failed", { error: full.failed });
+  const short = await summarise(deps, SHORT_PROMPT, transcript);
+  if ("summary" in short) deps.backoff.succeeded();
+  if ("failed" in short) {
+    deps.logger.warn("compaction summary failed", { error: short.failed, prompt: "short" });
+    deps.backoff.failed();
+  }
+  return short;
 }

@@ -1,6 +1,6 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
 import { describe, expect, it } from "vitest";
-import { estimateAll, estimateTokens, truncateToBudget } from "./tokens.js";
+import { estimateAll, estimateTokens, requestOverhead } from "./tokens.js";
 
 const user = (text: string): AgentMessage => ({ role: "user", content: text, timestamp: 0 });
 const userBlocks = (text: string): AgentMessage => ({
@@ -17,25 +17,10 @@ describe("token estimates", () => {
     expect(estimateAll([message, userBlocks("y".repeat(30))])).toBe(110);
   });
 
-  it("shortens the largest old blocks until the request fits, never the newest, never the originals", () => {
-    const old = userBlocks("a".repeat(6000));
-    const middle = user("b".repeat(3000));
-    const newest = user("c".repeat(3000));
-    const messages = [old, middle, newest];
-    // Measured before: the cached estimates must not hide the shortened copies.
-    expect(estimateAll(messages)).toBe(4000);
-    const trimmed = truncateToBudget(messages, 2500);
-    expect(estimateAll(trimmed)).toBeLessThanOrEqual(2500);
-    expect(trimmed[2]).toMatchObject({ content: [{ type: "text", text: "c".repeat(3000) }] });
-    const text = (message: AgentMessage) =>
-      "content" in message && Array.isArray(message.content) && message.content[0]?.type === "text"
-        ? message.content[0].text
-        : "";
-    expect(text(trimmed[0]!)).toContain("[truncated to fit the context window]");
-    expect(text(trimmed[0]!).length).toBeLessThan(6000);
-    // The conversation itself is untouched.
-    expect(text(old)).toBe("a".repeat(6000));
-    expect(middle.content).toBe("b".repeat(3000));
-    expect(estimateAll(messages)).toBe(4000);
+  it("counts the system prompt and the tool definitions a request carries besides its messages", () => {
+    const tools = [{ name: "t", description: "d".repeat(100), parameters: { type: "object" } }] as never;
+    const overhead = requestOverhead("s".repeat(300), tools);
+    expect(overhead).toBeGreaterThan(100 + 33);
+    expect(overhead).toBeLessThan(100 + 60);
   });
 });

@@ -1,4 +1,5 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
+import type { Tool } from "@mariozechner/pi-ai";
 
 /**
  * Estimates by message object. Messages are never changed once complete, and the conversation
@@ -10,13 +11,14 @@ const estimates = new WeakMap<AgentMessage, number>();
 export function estimateTokens(message: AgentMessage): number {
   let estimate = estimates.get(message);
   if (estimate === undefined) {
-    estimate = measure(message);
+    estimate = measureTokens(message);
     estimates.set(message, estimate);
   }
   return estimate;
 }
 
-function measure(message: AgentMessage): number {
+/** Measures without the cache: for copies that are changed after they are made. */
+export function measureTokens(message: AgentMessage): number {
   if (!("content" in message)) return 0;
   const content = message.content;
   if (typeof content === "string") return Math.ceil(content.length / 3);
@@ -35,6 +37,23 @@ export function estimateAll(messages: readonly AgentMessage[]): number {
   return messages.reduce((sum, message) => sum + estimateTokens(message), 0);
 }
 
+/**
+ * What a request costs besides its messages: the system prompt and the tool definitions, by the
+ * same estimate. Measured once per tool list (the app keeps the same list between turns).
+ */
+export function requestOverhead(systemPrompt: string, tools: readonly Tool[]): number {
+  let toolsChars = toolDefinitionChars.get(tools);
+  if (toolsChars === undefined) {
+    toolsChars = JSON.stringify(
+      tools.map(({ name, description, parameters }) => ({ name, description, parameters })),
+    ).length;
+    toolDefinitionChars.set(tools, toolsChars);
+  }
+  return Math.ceil((systemPrompt.length + toolsChars) / 3);
+}
+
+const toolDefinitionChars = new WeakMap<readonly Tool[], number>();
+
 export interface TokenBudget {
   /** The context the conversation may use: contextTokensK, capped by the model's window. */
   effective: number;
@@ -42,7 +61,7 @@ export interface TokenBudget {
   compactAbove: number;
   /** How much recent conversation a compaction keeps verbatim. */
   keep: number;
-  /** Above this, a request is trimmed before it is sent. */
+  /** Above this, a request (system prompt, tool definitions, messages) is trimmed before it is sent. */
   truncateAbove: number;
 }
 
@@ -55,47 +74,4 @@ export function tokenBudget(contextTokensK: number, modelContextWindow: number):
     keep: Math.floor(compactAbove * 0.5),
     truncateAbove: Math.floor(effective * 0.8),
   };
-}
-
-/**
- * Before each LLM call: when the context is over budget, shorten the largest text blocks
- * (oldest tool output first in practice) so the request still fits. Originals are not changed.
- */
-export function truncateToBudget(messages: AgentMessage[], limit: number): AgentMessage[] {
-  let total = estimateAll(messages);
-  if (total <= limit) return messages;
-  // Copies with every content as blocks (a plain-string user message becomes one text block).
-  const copy = messages.map((message) =>
-    "content" in message
-      ? ({
-          ...message,
-          content:
-            typeof message.content === "string"
-              ? [{ type: "text", text: message.content }]
-              : message.content.map((block) => ({ ...block })),
-        } as AgentMessage)
-      : message,
-  );
-  // Never shorten the newest message: it is what the model must answer.
-  for (let guard = 0; guard < 200 && total > limit; guard++) {
-    let best: { text: string; set: (text: string) => void } | undefined;
-    for (const message of copy.slice(0, -1)) {
-      if (!("content" in message) || !Array.isArray(message.content)) continue;
-      for (const block of message.content) {
-        if (
-          block.type === "text" &&
-          block.text.length > 400 &&
-          (!best || block.text.length > best.text.length)
-        ) {
-          best = { text: block.text, set: (text) => (block.text = text) };
-        }
-      }
-    }
-    if (!best) break;
-    const kept = best.text.slice(0, Math.floor(best.text.length / 2));
-    best.set(kept + "\n[truncated to fit the context window]");
-    // The copies change here: measured afresh, never from the cache.
-    total = copy.reduce((sum, message) => sum + measure(message), 0);
-  }
-  return copy;
 }

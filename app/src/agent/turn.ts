@@ -1,5 +1,11 @@
 import { Agent, type AgentMessage, type StreamFn, type ThinkingLevel } from "@mariozechner/pi-agent-core";
-import { type Api, type AssistantMessage, type Model, type UserMessage } from "@mariozechner/pi-ai";
+import {
+  type Api,
+  type AssistantMessage,
+  type Model,
+  type TextContent,
+  type UserMessage,
+} from "@mariozechner/pi-ai";
 import { errorMessage, sanitizeDeep, type Logger } from "@stavrobot/common";
 import { isDatabaseUnavailable, type Database } from "../db/database.js";
 import type { Companion, ConversationStore } from "./conversation.js";
@@ -7,7 +13,9 @@ import type { AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "./model.js";
 import { modelStreamVia, type ModelStream } from "./model-stream.js";
 import { redactToolCalls, scrubToolResult, type ArgumentRedactor } from "./redact.js";
-import { truncateToBudget, type TokenBudget } from "./tokens.js";
+import { ToolRounds } from "./tool-rounds.js";
+import { requestOverhead, type TokenBudget } from "./tokens.js";
+import { truncateToBudget } from "./truncate.js";
 
 export interface TurnDeps {
   db: Database;
@@ -18,6 +26,8 @@ export interface TurnDeps {
   model: Model<Api>;
   thinkingLevel: ThinkingLevel;
   maxTokens: number | undefined;
+  /** The most rounds of tool calls one turn may take (`maxToolRounds`). */
+  maxToolRounds: number;
   tools: () => AnyAgentTool[];
   /** How the model is called (default: pi-ai's `streamSimple`). */
   stream?: ModelStream;
@@ -72,7 +82,8 @@ interface PendingSteer {
 export class TurnEngine {
   private agent: Agent | undefined;
   private steers: PendingSteer[] = [];
-  private summarised: { from: UserMessage; summary: string; message: UserMessage } | undefined;
+  private summarised:
+    { from: UserMessage; summary: string; message: UserMessage; block: TextContent } | undefined;
   /** The running turn's entry could not be saved: it stops, and takes no steering. */
   private abandoned = false;
   /** Runs started, to tell whose insert failed. */
@@ -151,8 +162,16 @@ export class TurnEngine {
     // Whether the latest model call got as far as a request to the provider: an error before that
     // (the library refusing the history, a message it cannot convert) happens again on a retry.
     let reachedProvider = false;
+    const rounds = new ToolRounds(deps.maxToolRounds);
+    let capped = false;
     const streamFn: StreamFn = (model, context, options) => {
       reachedProvider = false;
+      // A model that keeps calling tools: its next call is not made, the turn ends (below). A
+      // turn being stopped with /stop ends as aborted instead.
+      if (rounds.reached && !options?.signal?.aborted) {
+        capped = true;
+        throw new Error(`stopped after ${rounds.cap} tool rounds`);
+      }
       // Thrown here, the Agent reports it as the turn's error; no request was made.
       const refusal = deps.refuseModelCall?.();
       if (refusal) throw new Error(refusal);
@@ -163,17 +182,23 @@ export class TurnEngine {
         onRequest: () => (reachedProvider = true),
       });
     };
+    const systemPrompt = await deps.systemPrompt();
+    const tools = deps.tools();
+    // What the messages of a request may take: the budget less the system prompt and the tools.
+    const room = deps.budget.truncateAbove - requestOverhead(systemPrompt, tools);
+    // The summary of compacted messages is never cut, whatever else has to go.
+    const summaryBlock = this.summarised?.block;
     const agent = new Agent({
       initialState: {
-        systemPrompt: await deps.systemPrompt(),
+        systemPrompt,
         model: deps.model,
         thinkingLevel: deps.thinkingLevel,
-        tools: deps.tools(),
+        tools,
         messages,
       },
       getApiKey: (provider) => deps.getApiKey(provider),
       streamFn,
-      transformContext: async (context) => truncateToBudget(context, deps.budget.truncateAbove),
+      transformContext: async (context) => truncateToBudget(context, room, summaryBlock),
       // Tool output (a plugin printing binary) may hold text the database and the wire refuse.
       afterToolCall: async ({ toolCall, args, result }) => {
         deps.afterTool?.(toolCall.name, args);
@@ -194,6 +219,7 @@ export class TurnEngine {
         } else if (message.role === "assistant") {
           deps.onModelCall?.(inboxId, message);
           if (message.stopReason === "error" || message.stopReason === "aborted") return;
+          rounds.count(message);
           const redacted = redactToolCalls(message, deps.redactors ?? {});
           for (const [id, found] of redacted.secrets) secrets.set(id, found);
           // Tools run next: their call is on disk before they do. A final answer is written with
@@ -241,6 +267,12 @@ export class TurnEngine {
         retryable: false,
         progressSaved,
       };
+    }
+    if (capped) {
+      // Written with the turn's tool results still waiting: the next turn knows where this one stopped.
+      await deps.conversation.save(rounds.note(), inboxId);
+      deps.logger.warn("turn stopped at the tool round cap", { inboxId, rounds: rounds.cap });
+      return { kind: "reply", text: rounds.reply() };
     }
     const last = agent.state.messages[agent.state.messages.length - 1];
     if (last?.role !== "assistant")
@@ -331,7 +363,7 @@ export class TurnEngine {
     const content =
       typeof first.content === "string" ? [{ type: "text" as const, text: first.content }] : first.content;
     const message: UserMessage = { ...first, content: [block, ...content] };
-    this.summarised = { from: first, summary, message };
+    this.summarised = { from: first, summary, message, block };
     messages[index] = message;
   }
 

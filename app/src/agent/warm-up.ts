@@ -8,7 +8,8 @@ import type { ConversationStore } from "./conversation.js";
 import { modelStreamVia, type ModelStream } from "./model-stream.js";
 import type { SystemPromptCache } from "./prompt-cache.js";
 import { rehearseTurnCode, rehearseTurnWrites } from "./rehearsal.js";
-import { truncateToBudget, type TokenBudget } from "./tokens.js";
+import type { TokenBudget } from "./tokens.js";
+import { truncateToBudget } from "./truncate.js";
 
 /**
  * Work a first turn would otherwise pay for, done while the app starts: loading the provider's
