@@ -156,6 +156,38 @@ describe("GET /api/events: reminders reach an owner who has no Telegram or Signa
     a.close();
     b.close();
   });
+
+  it("a reply does not repeat what an open console was sent while its message waited", async () => {
+    const stream = await events(t);
+    await stream.first("ready");
+    const reminders = gates(["five"]);
+    await scheduleReminders(t, ["five"]);
+    t.fake.setResponder((request) =>
+      request.lastUserText.includes("has fired]") ? reminders.turn(request.lastUserText) : textTurn("Here."),
+    );
+    // The reminder's turn is running when the owner writes: the message waits behind it.
+    await vi.waitFor(
+      () => expect(t.fake.requests.some((r) => r.lastUserText.includes("has fired] five"))).toBe(true),
+      { timeout: 15_000 },
+    );
+    const waiting = chat(t.app, "still there?");
+    await vi.waitFor(async () => {
+      const found = await t.app.db.query(
+        "SELECT 1 FROM inbox WHERE source = 'cli' AND payload->>'message' = 'still there?'",
+      );
+      expect(found.rows).toHaveLength(1);
+    });
+    reminders.open("five");
+    expect((await waiting).body.response).toBe("Here.");
+    expect(responses(stream)).toEqual(["Reminder: five"]);
+    stream.close();
+    // Nobody marked it seen (this client never does): the next reply still brings it.
+    t.fake.setResponder(undefined);
+    t.fake.enqueue(textTurn("Yes?"));
+    const next = await chat(t.app, "anything for me?");
+    expect(next.body.response).toContain("Reminder: five");
+    expect(next.body.response).toContain("Yes?");
+  });
 });
 
 describe("GET /api/events when the app stops", () => {

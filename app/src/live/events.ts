@@ -20,6 +20,8 @@ export const ANSWER_EVENT = "answer";
 export interface Published {
   seq: number;
   event: LiveEvent;
+  /** A stream was open when it was published (it reached a console, or is on its way). */
+  heard: boolean;
 }
 
 /** How many published events are kept for clients that reconnect. */
@@ -43,7 +45,7 @@ export class LiveEvents {
 
   publish(type: string, data: object): void {
     if (this.closedFlag) return;
-    const published = { seq: ++this.seq, event: { type, data } };
+    const published = { seq: ++this.seq, event: { type, data }, heard: this.listeners.size > 0 };
     this.journal.push(published);
     if (this.journal.length > JOURNAL_SIZE) this.journal.shift();
     for (const listener of this.listeners) listener(published);
