@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeTurn } from "@stavrobot/common/test-support";
 import {
+  INTERNAL_SECRET,
   PASSWORD,
   chat,
   configFor,
@@ -155,6 +156,44 @@ describe("GET /api/events: reminders reach an owner who has no Telegram or Signa
     expect(responses(a)).toEqual(["Reminder: four"]);
     a.close();
     b.close();
+  });
+
+  it.each([
+    [
+      "a plugin's async result",
+      "plugin:backup/run",
+      'The run of tool "run" returned: 3 GB',
+      "Backup done: 3 GB.",
+    ],
+    [
+      "the coder's result",
+      "coder",
+      "The coding task for plugin notes finished.",
+      "Your notes plugin is ready.",
+    ],
+  ])("streams %s too, as it is kept", async (_what, source, message, text) => {
+    const stream = await events(t);
+    await stream.first("ready");
+    t.fake.setResponder(undefined);
+    t.fake.enqueue(textTurn(text));
+    const accepted = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: `Bearer ${INTERNAL_SECRET}`,
+        Prefer: "respond-async",
+      },
+      body: JSON.stringify({ source, message }),
+    });
+    expect(accepted.status).toBe(202);
+    const [answer] = await stream.until(() => {
+      const answers = stream.of("answer");
+      expect(answers).toHaveLength(1);
+      return answers;
+    });
+    expect(answer?.data).toMatchObject({ source, message, response: text });
+    stream.close();
+    await post(t.app.port, "/api/answers/seen", { ids: [answer?.data.id] });
   });
 
   it("a reply does not repeat what an open console was sent while its message waited", async () => {

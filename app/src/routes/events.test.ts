@@ -83,6 +83,21 @@ describe("GET /api/events", () => {
     await vi.waitFor(() => expect(live.size).toEqual({ listeners: 0, streams: 0 }));
   });
 
+  it("drops a client that stopped reading instead of buffering for it without end", async () => {
+    const url = await serve();
+    const reader = await openEventStream(url);
+    await reader.first("ready");
+    reader.pause();
+    // Far more than the socket's buffers hold: what is left waits in the server, up to 1 MB.
+    const big = "x".repeat(100 * 1024);
+    for (let n = 0; n < 400 && live.size.streams > 0; n++) {
+      live.publish(ANSWER_EVENT, { id: n, source: "cron", message: "", response: big });
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await vi.waitFor(() => expect(live.size).toEqual({ listeners: 0, streams: 0 }));
+    reader.close();
+  });
+
   it("ends its streams properly when the app stops, and opens none after", async () => {
     const url = await serve();
     const client = await openEventStream(url);

@@ -25,6 +25,8 @@ export interface EventStreamClient {
   first(type: string, timeoutMs?: number): Promise<StreamEvent>;
   /** Events of one type, in order. */
   of(type: string): StreamEvent[];
+  /** Stops reading (what the server sends piles up in the socket, then in the server). */
+  pause(): void;
   close(): void;
 }
 
@@ -59,6 +61,7 @@ export function openEventStream(
             return found;
           }, timeoutMs),
         of: (type) => client.events.filter((event) => event.type === type),
+        pause: () => void res.pause(),
         close: () => req.destroy(),
       };
       let buffer = "";
