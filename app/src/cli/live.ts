@@ -96,6 +96,9 @@ export function followAnswers(options: FollowOptions): Following {
             if (catchUp && waitingFirst) {
               waitingFirst = false;
               settle(fresh(catchUp));
+            } else if (catchUp) {
+              // The session stopped waiting for it (`giveUp`) while it arrived.
+              for (const one of fresh(catchUp)) options.onAnswer(one);
             }
             catchUp = undefined;
           }
