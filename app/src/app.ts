@@ -37,6 +37,7 @@ import { APP_LAYOUT } from "./app-dir.js";
 import { openModelClient, warmUpFirstTurn } from "./agent/warm-up.js";
 import { wakingClient } from "./local/sibling.js";
 import { MessageQueue } from "./queue.js";
+import { ANSWER_EVENT, LiveEvents } from "./live/events.js";
 import { buildServer } from "./server.js";
 import { redactManagePluginsArguments } from "./tools/manage-plugins.js";
 import { buildTools } from "./tools/registry.js";
@@ -71,6 +72,8 @@ export interface RunningApp {
   queue: MessageQueue;
   /** The in-memory conversation (tests that write the tables directly invalidate it). */
   conversation: ConversationStore;
+  /** The owner's live events (`GET /api/events`). */
+  live: LiveEvents;
   close(): Promise<void>;
 }
 
@@ -180,6 +183,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     // After the servers have closed (cleanup runs newest first), before the database does.
     cleanup.unshift(() => inbox.flushDelivered().catch(() => undefined));
 
+    // What the owner's open consoles hear of at once (`GET /api/events`).
+    const live = new LiveEvents();
     // Channels, the owner, the allowlist and the delivery outbox.
     const {
       ownerIds,
@@ -191,6 +196,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       worker,
       answers,
       tell,
+      notices,
       mediaFetcher,
     } = await wireChannels({
       config,
@@ -200,6 +206,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       publicHostname,
       uploadsDir,
       signalBridge: () => sibling("signal-bridge", settings.SIGNAL_BRIDGE_URL),
+      onKept: (answer) => live.publish(ANSWER_EVENT, answer),
       logger,
     });
     cleanup.unshift(() => worker.stop());
@@ -306,7 +313,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
           loginUrl,
           owner: ownerContact,
           tell,
-          notices: inbox,
+          notices,
           logger: logger.child("login"),
         })
       : undefined;
@@ -409,6 +416,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const listeners = buildServer({
       queue,
       inbox,
+      live,
       db,
       uploadsDir,
       pluginRunner,
@@ -472,6 +480,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     cleanup.unshift(() => closeServer(external));
     const boundInternal = await listen(internal, internalPort, settings.INTERNAL_HOST ?? host);
     cleanup.unshift(() => closeServer(internal));
+    // Open event streams end first, so closing the external server does not wait for them.
+    cleanup.unshift(async () => live.close());
     worker.start();
     if (telegramApi) {
       const stop = registerWebhook(telegramApi, {
@@ -498,6 +508,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       db,
       queue,
       conversation,
+      live,
       close: () => closeAll(cleanup),
     };
   } catch (error) {

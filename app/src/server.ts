@@ -15,6 +15,8 @@ import { addPluginSettingsRoutes, type PluginSettingsDeps } from "./routes/plugi
 import { createUploadHandler } from "./routes/upload.js";
 import { addAllowlistRoutes } from "./routes/allowlist.js";
 import { addAnswerRoutes } from "./routes/answers.js";
+import { addEventRoutes } from "./routes/events.js";
+import type { LiveEvents } from "./live/events.js";
 import { addLoginRoutes } from "./routes/login.js";
 import type { LoginFlows } from "./auth/login-flow.js";
 import { createTelegramWebhookHandler } from "./routes/telegram-webhook.js";
@@ -28,6 +30,8 @@ import type { StatusDeps } from "./web/status.js";
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   db: Database;
+  /** The owner's live events (`GET /api/events`). */
+  live: LiveEvents;
   password: string;
   internalSecret: string;
   logger: Logger;
@@ -88,6 +92,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   addPluginSettingsRoutes(external, deps);
   addAllowlistRoutes(external, deps.allowlist);
   addAnswerRoutes(external, deps.inbox);
+  addEventRoutes(external, { live: deps.live, inbox: deps.inbox, logger: deps.logger.child("events") });
   addLoginRoutes(external, deps.login);
   if (deps.signalBridge) addSignalCaptchaRoutes(external, deps.signalBridge);
   addUsageRoutes(external, deps.usage);

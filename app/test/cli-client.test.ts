@@ -1,10 +1,16 @@
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
-import { spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Writable } from "node:stream";
-import { fileURLToPath } from "node:url";
 import { checkBasicPassword } from "@stavrobot/common";
 import {
   freePort,
@@ -15,17 +21,9 @@ import {
 } from "@stavrobot/common/test-support";
 import { runClient } from "../src/cli/client.js";
 import { INTERNAL_SECRET, PASSWORD as APP_PASSWORD, useTestApp } from "./helpers/app.js";
+import { REPO_ROOT, asProcess, type Session } from "./helpers/cli.js";
 
-const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const CLIENT = "app/src/cli/client.ts";
 const PASSWORD = "cli-test-password";
-
-interface Session {
-  stdin: Writable;
-  stdout: () => string;
-  stderr: () => string;
-  exit: Promise<number | null>;
-}
 
 interface Ended {
   code: number | null;
@@ -58,35 +56,10 @@ function inProcess(argv: string[], env: NodeJS.ProcessEnv): Session {
     stdout: sink((text) => (stdout += text)),
     stderr: sink((text) => (stderr += text)),
   });
-  return { stdin, stdout: () => stdout, stderr: () => stderr, exit };
+  return { stdin, stdout: () => stdout, stderr: () => stderr, exit, kill: () => stdin.destroy() };
 }
 
 const run = (argv: string[], env: NodeJS.ProcessEnv, input = "") => toEnd(inProcess(argv, env), input);
-
-/** The client as `npm run chat` runs it: its own process, with only the given STAVROBOT_* set. */
-function asProcess(argv: string[], extra: Record<string, string>, cwd = REPO_ROOT): Session {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const key of Object.keys(env)) if (key.startsWith("STAVROBOT_")) delete env[key];
-  delete env.NODE_OPTIONS;
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", CLIENT, ...argv], {
-    cwd,
-    env: { ...env, ...extra },
-    stdio: "pipe",
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  const killer = setTimeout(() => child.kill("SIGKILL"), 30_000);
-  const exit = new Promise<number | null>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(killer);
-      resolve(code);
-    });
-  });
-  return { stdin: child.stdin, stdout: () => stdout, stderr: () => stderr, exit };
-}
 
 type Mode = { kind: "echo" } | { kind: "reply"; reply: FakeAppReply };
 
@@ -316,7 +289,9 @@ describe("CLI client as a process (npm run chat)", () => {
     const root = mkdtempSync(join(tmpdir(), "stavrobot cli "));
     try {
       mkdirSync(join(root, "app", "src", "cli"), { recursive: true });
-      copyFileSync(join(REPO_ROOT, CLIENT), join(root, CLIENT));
+      // The client and the modules beside it.
+      for (const name of readdirSync(join(REPO_ROOT, "app", "src", "cli")))
+        copyFileSync(join(REPO_ROOT, "app", "src", "cli", name), join(root, "app", "src", "cli", name));
       writeFileSync(join(root, "package.json"), '{ "type": "module" }\n');
       symlinkSync(join(REPO_ROOT, "node_modules"), join(root, "node_modules"), "dir");
       const r = await toEnd(asProcess(["-m", "hi"], env(), root), "");

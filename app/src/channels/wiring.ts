@@ -3,7 +3,7 @@ import { Allowlist, normalizeIdentifier } from "../allowlist/allowlist.js";
 import type { Channel, OwnerContact } from "../audience.js";
 import type { AppConfig } from "../config.js";
 import type { Database } from "../db/database.js";
-import type { InboxStore } from "../db/inbox.js";
+import type { InboxStore, UndeliveredAnswer } from "../db/inbox.js";
 import { AnswerDelivery } from "../delivery/answers.js";
 import { composeDeliveries } from "../delivery/compose.js";
 import { DeliveryStore } from "../delivery/store.js";
@@ -22,6 +22,8 @@ export interface ChannelWiringOptions {
   uploadsDir: string;
   /** The signal-bridge's client, made only when Signal is configured. */
   signalBridge: () => ServiceClient;
+  /** An answer or a notice was kept for the owner's console with nobody waiting for it. */
+  onKept?: (answer: UndeliveredAnswer) => void;
   logger: Logger;
 }
 
@@ -39,6 +41,8 @@ export interface ChannelWiring {
   answers: AnswerDelivery;
   /** Sends a short text to someone on a channel, through the outbox. */
   tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
+  /** Keeps a note for the owner's console (not the answer to a message), telling the open consoles. */
+  notices: { addNotice(source: string, about: string, text: string): Promise<void> };
   /** Fetches a Telegram message's files when its turn starts (Telegram only). */
   mediaFetcher: TelegramMediaFetcher | undefined;
 }
@@ -84,12 +88,17 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
   if (signalBridge)
     channels.signal = new SignalSender(signalBridge, `${options.publicHostname}/signal/captcha`);
   const deliveries = new DeliveryStore(db);
+  const notices = {
+    async addNotice(source: string, about: string, text: string): Promise<void> {
+      options.onKept?.(await inbox.addNotice(source, about, text));
+    },
+  };
   const worker = new DeliveryWorker({
     store: deliveries,
     channels,
     logger: logger.child("delivery"),
     onGiveUp: (delivery, error) =>
-      inbox.addNotice(
+      notices.addNotice(
         "delivery",
         `(a ${delivery.channel} message to ${delivery.recipient})`,
         `A ${delivery.channel} message to ${delivery.recipient} could not be delivered and was given up: ${error}` +
@@ -104,6 +113,7 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
     worker,
     owner: ownerContact,
     logger: logger.child("delivery"),
+    onKept: options.onKept,
   });
   const tell = async (channel: Channel, recipient: string, text: string, key: string): Promise<void> => {
     const payloads = composeDeliveries(channel, { markdown: text });
@@ -125,6 +135,7 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
     worker,
     answers,
     tell,
+    notices,
     mediaFetcher,
   };
 }

@@ -8,6 +8,8 @@
  */
 import { createInterface } from "node:readline";
 import { basicAuthHeader, isMainModule } from "@stavrobot/common";
+import { followAnswers, type Following, type KeptAnswer } from "./live.js";
+import { Screen } from "./screen.js";
 
 export const EXIT = { ok: 0, serverError: 1, usage: 2, unreachable: 3 } as const;
 
@@ -96,8 +98,68 @@ export async function runClient(io: ClientIo): Promise<number> {
     }
     return printReply(io, () => sendMessage(baseUrl, password, message));
   }
-  await showPendingAnswers(baseUrl, password, stdout);
-  return repl(io, baseUrl, password);
+  // Answers kept for the owner arrive while the session is open; until the REPL draws its first
+  // prompt they are simply written.
+  let show = (answer: KeptAnswer): void => void stdout.write(`Just in:\n${formatAnswers([answer])}\n\n`);
+  const live = followAnswers({
+    baseUrl,
+    password,
+    onAnswer: (answer) => {
+      show(answer);
+      void markSeen(baseUrl, password, [answer.id]);
+    },
+  });
+  await showKeptAnswers(live, baseUrl, password, stdout);
+  return repl(io, baseUrl, password, {
+    live,
+    follow: (print) => (show = (answer) => print(`Just in:\n${formatAnswers([answer])}\n\n`)),
+  });
+}
+
+/** What arrived while no console was open, from the event stream's first catch-up (or, for an older app, `/pending`). */
+async function showKeptAnswers(
+  live: Following,
+  baseUrl: string,
+  password: string,
+  stdout: NodeJS.WritableStream,
+): Promise<void> {
+  const wait = setTimeout(() => live.giveUp(), 10_000);
+  const answers = await live.caughtUp;
+  clearTimeout(wait);
+  if (answers === undefined) return showPendingAnswers(baseUrl, password, stdout);
+  if (answers.length === 0) return;
+  stdout.write(`While you were away:\n\n${formatAnswers(answers)}\n\n`);
+  await markSeen(
+    baseUrl,
+    password,
+    answers.map((answer) => answer.id),
+  );
+}
+
+/** Each answer under the first line of what it answers, and where that came from. */
+function formatAnswers(answers: KeptAnswer[]): string {
+  return answers
+    .map((answer) => {
+      const about = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
+      const from =
+        answer.source && answer.source !== "cli" && answer.source !== "web" ? ` (${answer.source})` : "";
+      return `> ${about}${from}\n${answer.response}`;
+    })
+    .join("\n\n");
+}
+
+/** Tells the app these answers were shown, so no console and no reply shows them again. */
+async function markSeen(baseUrl: string, password: string, ids: number[]): Promise<void> {
+  try {
+    await fetch(`${baseUrl.replace(/\/+$/, "")}/api/answers/seen`, {
+      method: "POST",
+      headers: { Authorization: basicAuthHeader(password), "Content-Type": "application/json" },
+      body: JSON.stringify({ ids }),
+      signal: AbortSignal.timeout(10_000),
+    });
+  } catch {
+    // Not marked: shown once more later, which beats not at all.
+  }
 }
 
 /**
@@ -111,44 +173,44 @@ export async function showPendingAnswers(
   stdout: NodeJS.WritableStream,
 ): Promise<void> {
   const base = baseUrl.replace(/\/+$/, "");
-  const headers = { Authorization: basicAuthHeader(password), "Content-Type": "application/json" };
   try {
     const response = await fetch(`${base}/api/answers/pending`, {
-      headers,
+      headers: { Authorization: basicAuthHeader(password) },
       signal: AbortSignal.timeout(10_000),
     });
     if (!response.ok) return;
-    const body = (await response.json()) as {
-      answers?: { id: number; message: string; source: string | null; response: string }[];
-    };
+    const body = (await response.json()) as { answers?: KeptAnswer[] };
     const answers = body.answers ?? [];
     if (answers.length === 0) return;
-    const lines = answers.map((answer) => {
-      const about = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
-      const from =
-        answer.source && answer.source !== "cli" && answer.source !== "web" ? ` (${answer.source})` : "";
-      return `> ${about}${from}\n${answer.response}`;
-    });
-    stdout.write(`While you were away:\n\n${lines.join("\n\n")}\n\n`);
-    await fetch(`${base}/api/answers/seen`, {
-      method: "POST",
-      headers,
-      body: JSON.stringify({ ids: answers.map((answer) => answer.id) }),
-      signal: AbortSignal.timeout(10_000),
-    });
+    stdout.write(`While you were away:\n\n${formatAnswers(answers)}\n\n`);
+    await markSeen(
+      baseUrl,
+      password,
+      answers.map((answer) => answer.id),
+    );
   } catch {
     // Unreachable or not JSON: nothing to show.
   }
 }
 
+/** The REPL's part in following the answers kept for the owner. */
+interface LiveSession {
+  live: Following;
+  /** From the first prompt on, answers are printed through the screen. */
+  follow: (print: (text: string) => void) => void;
+}
+
 /**
  * Interactive mode. Lines are answered one after another, in order (so piped input works). On a
  * terminal, a line typed while a reply is pending is sent at once instead: the server treats it
- * as steering the running request, and `/stop` aborts it.
+ * as steering the running request, and `/stop` aborts it. Answers kept for the owner (a reminder,
+ * a plugin's result) are printed as they arrive, above the line being typed, and marked seen.
  */
-function repl(io: ClientIo, baseUrl: string, password: string): Promise<number> {
+function repl(io: ClientIo, baseUrl: string, password: string, session: LiveSession): Promise<number> {
   const interactive = Boolean(io.stdin.isTTY);
   const rl = createInterface({ input: io.stdin, output: io.stdout, terminal: interactive });
+  const screen = new Screen(rl, io.stdout, interactive);
+  const print = (text: string, stream: NodeJS.WritableStream = io.stdout) => screen.print(text, stream);
   const pending: string[] = [];
   let busy = false;
   let closed = false;
@@ -157,15 +219,17 @@ function repl(io: ClientIo, baseUrl: string, password: string): Promise<number> 
     `Connected to ${baseUrl}. Type a message; while a reply is pending, /stop aborts it and anything ` +
       `else steers it. An empty line or Ctrl-D exits.\n`,
   );
+  session.follow((text) => screen.notice(text));
   return new Promise((resolve) => {
     const finish = (code: number) => {
       if (finished) return;
       finished = true;
+      session.live.close();
       rl.close();
       resolve(code);
     };
     const prompt = () => {
-      if (!closed) rl.prompt();
+      if (!closed) screen.prompt();
     };
     const next = async (): Promise<void> => {
       if (busy) return;
@@ -177,14 +241,14 @@ function repl(io: ClientIo, baseUrl: string, password: string): Promise<number> 
       }
       if (!line.trim()) return finish(EXIT.ok);
       busy = true;
-      await printReply(io, () => sendMessage(baseUrl, password, line));
+      screen.taken();
+      await printReply(io, () => sendMessage(baseUrl, password, line), print);
       busy = false;
       await next();
     };
-    rl.setPrompt("> ");
     rl.on("line", (line) => {
       if (interactive && busy && line.trim()) {
-        void printReply(io, () => sendMessage(baseUrl, password, line));
+        void printReply(io, () => sendMessage(baseUrl, password, line), print);
         return;
       }
       pending.push(line);
@@ -198,12 +262,16 @@ function repl(io: ClientIo, baseUrl: string, password: string): Promise<number> 
   });
 }
 
-async function printReply(out: Output, send: () => Promise<string>): Promise<number> {
+async function printReply(
+  out: Output,
+  send: () => Promise<string>,
+  print: (text: string, stream: NodeJS.WritableStream) => void = (text, stream) => void stream.write(text),
+): Promise<number> {
   try {
-    out.stdout.write((await send()) + "\n");
+    print((await send()) + "\n", out.stdout);
     return EXIT.ok;
   } catch (error) {
-    out.stderr.write(`${(error as Error).message}\n`);
+    print(`${(error as Error).message}\n`, out.stderr);
     return error instanceof ClientError ? error.exitCode : EXIT.serverError;
   }
 }

@@ -226,14 +226,18 @@ export class InboxStore {
    * A note for the owner that is not the answer to a message (a delivery given up): saved as a
    * finished entry nobody has seen, so the next console reply or the CLI shows it.
    */
-  async addNotice(source: string, about: string, text: string): Promise<void> {
+  async addNotice(source: string, about: string, text: string): Promise<UndeliveredAnswer> {
+    const message = sanitizeText(about);
+    const response = sanitizeText(text);
     const result = await this.db.query<{ id: number; spare: number }>(
       `INSERT INTO inbox (source, payload, status, response, finished_at) VALUES ($1, $2, 'done', $3, now())
        RETURNING id, ${NEXT_ID} AS spare`,
-      [source, JSON.stringify(sanitizeDeep({ message: about, attachments: [] })), sanitizeText(text)],
+      [source, JSON.stringify({ message, attachments: [] }), response],
     );
+    const id = result.rows[0]?.id ?? 0;
     this.ahead.id = result.rows[0]?.spare;
-    this.noteUnseen(result.rows[0]?.id ?? 0);
+    this.noteUnseen(id);
+    return { id, source, message, response };
   }
 
   /**
@@ -362,6 +366,7 @@ export class InboxStore {
     audience: { owner: true } | { source: string },
     beforeId: number,
     channels: readonly string[] = [],
+    limit = 20,
   ): Promise<UndeliveredAnswer[]> {
     const owner = "owner" in audience;
     // Nothing older was left unseen at start, and nothing since: no need to ask.
@@ -377,8 +382,8 @@ export class InboxStore {
       `SELECT id, source, payload, response FROM inbox
        WHERE status IN ('done', 'failed') AND NOT delivered AND id < $1 AND response IS NOT NULL
          AND ${condition}
-       ORDER BY id LIMIT 20`,
-      [beforeId, "owner" in audience ? channels : audience.source],
+       ORDER BY id LIMIT $3`,
+      [beforeId, "owner" in audience ? channels : audience.source, limit],
     );
     const rows = result.rows.filter((row) => !this.deliveredUnwritten.has(row.id));
     if (owner && rows.length === 0) this.backlogChecked = true;
@@ -388,5 +393,15 @@ export class InboxStore {
       message: row.payload.message ?? "",
       response: row.response,
     }));
+  }
+
+  /** Which of these answers nobody has marked seen yet. */
+  async stillUnseen(ids: number[]): Promise<Set<number>> {
+    if (ids.length === 0) return new Set();
+    const result = await this.db.query<{ id: number }>(
+      "SELECT id FROM inbox WHERE id = ANY($1::int[]) AND NOT delivered",
+      [ids],
+    );
+    return new Set(result.rows.map((row) => row.id).filter((id) => !this.deliveredUnwritten.has(id)));
   }
 }

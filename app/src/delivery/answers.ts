@@ -1,6 +1,6 @@
-import { errorMessage, type Logger } from "@stavrobot/common";
-import { destinationFor, type OwnerContact } from "../audience.js";
-import type { InboxEntry, InboxStore } from "../db/inbox.js";
+import { errorMessage, sanitizeText, type Logger } from "@stavrobot/common";
+import { destinationFor, startedByNobody, type OwnerContact } from "../audience.js";
+import type { InboxEntry, InboxStore, UndeliveredAnswer } from "../db/inbox.js";
 import { ABORTED_REPLY, EMPTY_REPLY } from "../queue-replies.js";
 import { composeDeliveries } from "./compose.js";
 import type { DeliveryStore } from "./store.js";
@@ -19,11 +19,17 @@ export interface AnswerDeps {
   worker: DeliveryWorker;
   owner: OwnerContact;
   logger: Logger;
+  /**
+   * An answer was kept for the owner's console from a turn no person started (nobody waits for
+   * it): the open consoles are told at once (`GET /api/events`).
+   */
+  onKept?: (answer: UndeliveredAnswer) => void;
 }
 
 /**
  * Takes each finished turn's answer to its audience. On a console (the CLI, the web) the answer
- * is the HTTP reply, or waits for the owner's next one. On Telegram and Signal the agent answers
+ * is the HTTP reply, or is kept for the owner: shown at once by the consoles open (`onKept`), else
+ * with the owner's next reply or when a console opens. On Telegram and Signal the agent answers
  * with the send tools; if it sent nothing to that person during the turn, its final text goes
  * anyway, and a failed turn's error always does. Each goes into the delivery outbox under a key
  * made from the inbox id, so handing over an answer twice (after a crash) queues it once.
@@ -31,11 +37,24 @@ export interface AnswerDeps {
 export class AnswerDelivery {
   constructor(private readonly deps: AnswerDeps) {}
 
-  async deliver(entry: Pick<InboxEntry, "id" | "source" | "sender">, answer: Answer): Promise<void> {
+  async deliver(
+    entry: Pick<InboxEntry, "id" | "source" | "sender"> & Partial<Pick<InboxEntry, "payload">>,
+    answer: Answer,
+  ): Promise<void> {
     const { inbox, store, worker, owner } = this.deps;
     const destination = destinationFor(entry, owner);
     if (destination.kind === "console") {
       inbox.noteUnseen(entry.id);
+      // A console message's own caller gets its answer in the HTTP reply; nobody waits for these.
+      if (startedByNobody(entry.source)) {
+        this.deps.onKept?.({
+          id: entry.id,
+          source: entry.source,
+          message: entry.payload?.message ?? "",
+          // As the queue saved it.
+          response: sanitizeText(answer.kind === "reply" ? answer.text || EMPTY_REPLY : answer.text),
+        });
+      }
       return;
     }
     const { channel, recipient } = destination;

@@ -20,6 +20,7 @@ import type { Allowlist } from "../allowlist/allowlist.js";
 import type { InboxStore, UndeliveredAnswer } from "../db/inbox.js";
 import { CHANNEL_SOURCES, isChannel, isOwnerConsole, type Channel } from "../audience.js";
 import type { MessageQueue, Submitted } from "../queue.js";
+import { ANSWER_EVENT, type LiveEvents } from "../live/events.js";
 
 export const NOT_SAVED_REPLY =
   "The database is unavailable right now, so your message was not saved. Please try again in a moment.";
@@ -36,6 +37,8 @@ export interface ChatDeps {
   logger: Logger;
   /** A message explaining what configuration is missing, or undefined when the app is ready. */
   notReady: () => string | undefined;
+  /** The owner's live events: answers they carried are not repeated at the head of a reply. */
+  live: LiveEvents;
 }
 
 /**
@@ -68,6 +71,8 @@ export function createChatHandler(deps: ChatDeps): Handler {
     const attachments = await checkAttachments(body.attachments ?? [], deps.uploadsDir);
     const inline = decodeInlineFiles(body);
     const written = await storeFiles(inline, deps.uploadsDir);
+    // Answers kept from here on, while the message waits, may reach an open console at once.
+    const sinceSubmit = deps.live.latest;
     let submitted: Submitted;
     try {
       submitted = await deps.queue.submit(
@@ -92,7 +97,17 @@ export function createChatHandler(deps: ChatDeps): Handler {
     // Saved, and it will run: the sender learns it now, and sees the reply with a later one.
     if (reply === undefined) throw new HttpError(503, SAVED_WILL_RUN_REPLY, { saved: true });
     const audience = isOwnerConsole(source) ? { owner: true as const } : { source: source as string };
-    const missed = await deps.inbox.undelivered(audience, submitted.id, CHANNEL_SOURCES).catch(() => []);
+    // An answer an open console was sent while this message waited is that console's to show and
+    // mark seen; the reply does not repeat it (if nothing shows it, a later reply or console will).
+    const streamed = new Set(
+      deps.live
+        .between(sinceSubmit, deps.live.latest)
+        .filter((published) => published.heard && published.event.type === ANSWER_EVENT)
+        .map((published) => (published.event.data as UndeliveredAnswer).id),
+    );
+    const missed = (
+      await deps.inbox.undelivered(audience, submitted.id, CHANNEL_SOURCES).catch(() => [])
+    ).filter((answer) => !streamed.has(answer.id));
     // A steering acknowledgement is not the message's reply: that one is settled after the turn.
     const seen = [...(submitted.steered ? [] : [submitted.id]), ...missed.map((m) => m.id)];
     res.once("finish", () => deps.inbox.noteDelivered(seen));

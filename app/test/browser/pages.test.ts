@@ -14,8 +14,8 @@ import {
 import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
 
 /**
- * The admin UI in a real browser: logging in, the home page (status, kept answers, the chat with
- * Markdown and /stop), the allowlist, the database explorer, and every page at a phone's size.
+ * The admin UI in a real browser: logging in, the home page (status, answers kept while it was
+ * closed, the chat with Markdown and /stop), the allowlist, the database explorer, and every page at a phone's size.
  */
 let browser: Browser;
 let t: AdminFixture;
@@ -71,7 +71,7 @@ describeInBrowser("admin pages in Chromium", () => {
     await owner.context.close();
   });
 
-  it("shows an answer kept for the owner and marks it seen", async () => {
+  it("shows in the chat what arrived while the page was closed, and marks it seen", async () => {
     t.fake.enqueue(textTurn("The radar shows **rain** at 17:00."));
     const accepted = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
       method: "POST",
@@ -87,15 +87,22 @@ describeInBrowser("admin pages in Chromium", () => {
     await t.app.queue.idle();
     const owner = await ownerContext(browser, t.app.port);
     await owner.page.goto("/");
-    const card = owner.page.locator("#answers-card");
-    await card.waitFor({ state: "visible" });
-    expect(await card.locator("strong").textContent()).toBe("rain");
-    await owner.page.click("#answers-seen");
-    await card.waitFor({ state: "hidden" });
-    const pending = await fetch(`http://127.0.0.1:${t.app.port}/api/answers/pending`, {
-      headers: { Authorization: `Basic ${Buffer.from(`o:${PASSWORD}`).toString("base64")}` },
-    });
-    expect(await pending.json()).toEqual({ answers: [] });
+    const kept = owner.page.locator(".bubble.kept");
+    await kept.waitFor();
+    expect(await owner.page.locator(".bubble.note").first().textContent()).toBe("While you were away");
+    expect(await kept.locator(".kept-from").textContent()).toBe("Plugin radar/scan · rain at 17:00");
+    expect(await kept.locator("strong").textContent()).toBe("rain");
+    // Shown on a visible page: seen, so no console and no reply shows it again.
+    const pending = async () => {
+      const response = await fetch(`http://127.0.0.1:${t.app.port}/api/answers/pending`, {
+        headers: { Authorization: `Basic ${Buffer.from(`o:${PASSWORD}`).toString("base64")}` },
+      });
+      return ((await response.json()) as { answers: unknown[] }).answers;
+    };
+    await vi.waitFor(async () => expect(await pending()).toEqual([]));
+    await owner.page.reload();
+    await expect.poll(() => owner.page.textContent("#live-status")).toBe("Live");
+    expect(await owner.page.locator(".bubble.kept").count()).toBe(0);
     expectNoProblems(owner);
     await owner.context.close();
   });

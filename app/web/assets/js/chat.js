@@ -1,13 +1,14 @@
 // The chat panel: messages go to POST /chat as the owner's web console (`source: "web"`); the
 // reply comes back in the same request, however long the turn takes, and is shown as Markdown.
-// "/stop" (typed, or the Stop button) stops the running turn.
+// "/stop" (typed, or the Stop button) stops the running turn. Returns `add`, which puts a node at
+// the end of the log (the page adds the answers kept for the owner).
 import { postJson } from "./lib/api.js";
 import { el } from "./lib/dom.js";
 import { renderMarkdown } from "./lib/markdown.js";
 
 const STOP = "/stop";
 
-export function mountChat({ log, form, input, stop, onReply }) {
+export function mountChat({ log, form, input, stop }) {
   let waiting = 0;
 
   const add = (node) => {
@@ -36,7 +37,6 @@ export function mountChat({ log, form, input, stop, onReply }) {
           );
       if (pending) pending.replaceWith(reply);
       else add(reply);
-      onReply?.();
     } catch (error) {
       const shown = el("div", { class: "bubble note error", role: "alert", text: error.message });
       if (pending) pending.replaceWith(shown);
@@ -60,4 +60,5 @@ export function mountChat({ log, form, input, stop, onReply }) {
     }
   });
   stop.addEventListener("click", () => void send(STOP));
+  return { add };
 }

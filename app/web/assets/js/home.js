@@ -1,10 +1,10 @@
 // The home page: status of the services, channels, queue and messages (refreshed while the page
-// is visible), the answers kept for the owner, and the chat panel.
-import { api, postJson } from "./lib/api.js";
-import { busy, byId, el, fill, showError } from "./lib/dom.js";
+// is visible), and the chat panel, where answers kept for the owner appear as they arrive.
+import { api } from "./lib/api.js";
+import { byId, el, fill, showError } from "./lib/dom.js";
 import { formatDuration, formatInteger } from "./lib/format.js";
-import { renderMarkdown } from "./lib/markdown.js";
 import { mountChat } from "./chat.js";
+import { mountKeptAnswers } from "./kept-answers.js";
 
 const REFRESH_MS = 10_000;
 
@@ -80,59 +80,15 @@ async function refreshStatus() {
   }
 }
 
-let shownAnswers = [];
-
-async function refreshAnswers() {
-  const { answers } = await api("/api/answers/pending");
-  shownAnswers = answers.map((answer) => answer.id);
-  byId("answers-card").hidden = answers.length === 0;
-  fill(
-    byId("answers"),
-    answers.map((answer) =>
-      el(
-        "li",
-        { class: "answer" },
-        el(
-          "div",
-          {},
-          el("div", {
-            class: "hint",
-            text: `${answer.source ?? "console"} · ${answer.message || "(no text)"}`,
-          }),
-          el("div", { class: "bubble assistant" }, renderMarkdown(answer.response)),
-        ),
-      ),
-    ),
-  );
-}
-
-byId("answers-seen").addEventListener("click", (event) =>
-  busy(event.currentTarget, async () => {
-    try {
-      await postJson("/api/answers/seen", { ids: shownAnswers });
-      await refreshAnswers();
-      showError(byId("answers-error"));
-    } catch (error) {
-      showError(byId("answers-error"), error);
-    }
-  }),
-);
-
-mountChat({
+const chat = mountChat({
   log: byId("chat-log"),
   form: byId("chat-form"),
   input: byId("chat-input"),
   stop: byId("chat-stop"),
-  // A reply may start with kept answers; the list is refreshed so they are not shown twice.
-  onReply: () => refreshAnswers().catch(answersFailed),
 });
+mountKeptAnswers({ add: chat.add, status: byId("live-status"), notify: byId("notify") });
 
-function answersFailed(error) {
-  byId("answers-card").hidden = false;
-  showError(byId("answers-error"), error);
-}
-
-await Promise.all([refreshStatus(), refreshAnswers().catch(answersFailed)]);
+await refreshStatus();
 setInterval(() => {
   if (document.visibilityState === "visible") void refreshStatus();
 }, REFRESH_MS);
