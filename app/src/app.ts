@@ -24,7 +24,7 @@ import { InboxStore, finishChange, processingChange } from "./db/inbox.js";
 import { listMemories, listScratchpadTitles } from "./db/knowledge.js";
 import { messagesForInbox } from "./db/messages.js";
 import { compactIfNeeded, SummaryBackoff } from "./agent/compaction.js";
-import { createApiKeySource, describeModel, resolveModel } from "./agent/model.js";
+import { createApiKeySource, describeModel, resolveModel } from "./model/model.js";
 import { buildSystemPrompt, buildUserMessage } from "./agent/prompt.js";
 import { tokenBudget } from "./agent/tokens.js";
 import { TurnEngine } from "./agent/turn.js";
@@ -34,7 +34,8 @@ import { ConversationStore } from "./agent/conversation.js";
 import { SystemPromptCache } from "./agent/prompt-cache.js";
 import { StartupPhases } from "./startup-phases.js";
 import { APP_LAYOUT } from "./app-dir.js";
-import { openModelClient, warmUpFirstTurn } from "./agent/warm-up.js";
+import { warmUpFirstTurn } from "./agent/warm-up.js";
+import { openModelClient } from "./model/client.js";
 import { wakingClient } from "./local/sibling.js";
 import { MessageQueue } from "./queue.js";
 import { ANSWER_EVENT, LiveEvents } from "./live/events.js";
@@ -113,7 +114,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   if (notConfigured) logger.warn(notConfigured);
   // Meanwhile: the model's client and a connection to its host.
   const modelClient = openModelClient(model, startKey);
-  const { wire, callModels } = modelClient;
+  const { callModels } = modelClient;
   phases.end("config");
 
   const embedded = !usesServer(env);
@@ -140,7 +141,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   // unreachable by others); they are made owner-only again once it has closed.
   const cleanup: (() => Promise<void>)[] = [
     async () => {
-      wire.close();
+      modelClient.close();
       await db.close();
       if (embedded) securePrivateState({ dirs: [], trees: [pgliteDir], files: [] });
     },
@@ -258,6 +259,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       details,
       scheduler,
       ownerIds,
+      modelPost: modelClient.post,
       modelCallMeter: (kind) => ({
         refuse: refuseModelCall,
         record: (modelId, usage, searches) =>

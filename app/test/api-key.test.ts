@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { OAuthCredentials } from "@mariozechner/pi-ai/oauth";
 import { silentLogger } from "@stavrobot/common";
-import { createApiKeySource } from "../src/agent/model.js";
+import { createApiKeySource } from "../src/model/model.js";
 import { CredentialsFile } from "../src/auth/credentials-file.js";
 import { NO_KEY_REASONS, OAuthKeys, isTransient } from "../src/auth/oauth-keys.js";
 import { startFakeOAuth, type FakeOAuth } from "./helpers/fake-oauth.js";

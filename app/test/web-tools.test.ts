@@ -17,6 +17,7 @@ import {
 import type { FakeAnthropicSearch } from "@stavrobot/common/test-support";
 import type { LookupAll } from "../src/net/public-address.js";
 import { ToolError } from "../src/tools/result.js";
+import { AnthropicWire } from "../src/model/anthropic/client.js";
 import { createWebFetchTool } from "../src/tools/web-fetch.js";
 import type { WebFetchDeps } from "../src/tools/web-fetch.js";
 import { createWebSearchTool } from "../src/tools/web-search.js";
@@ -31,15 +32,23 @@ function text(result: AgentToolResult<unknown>): string {
 }
 
 let llm: FakeAnthropicSearch;
+// The model client's connections, as the app gives the web tools.
+const wire = new AnthropicWire();
+const post = wire.postJson.bind(wire);
 beforeAll(async () => {
   llm = await startFakeAnthropicSearch();
 });
-afterAll(() => llm.close());
+afterAll(async () => {
+  wire.close();
+  await llm.close();
+});
 beforeEach(() => llm.reset());
 
 describe("web_search", () => {
   const search = (query: string, extra: { timeoutMs?: number; baseUrl?: string } = {}) =>
-    createWebSearchTool({ apiKey: KEY, model: MODEL, baseUrl: llm.url, ...extra }).execute("id", { query });
+    createWebSearchTool({ apiKey: KEY, model: MODEL, baseUrl: llm.url, post, ...extra }).execute("id", {
+      query,
+    });
 
   it("answers with the text and the cited and found URLs, each once", async () => {
     llm.enqueue({
@@ -204,7 +213,7 @@ describe("web_fetch", () => {
   });
 
   const tool = (deps: Partial<WebFetchDeps> = {}) =>
-    createWebFetchTool({ apiKey: KEY, model: MODEL, baseUrl: llm.url, ...deps });
+    createWebFetchTool({ apiKey: KEY, model: MODEL, baseUrl: llm.url, post, ...deps });
   const open = (deps: Partial<WebFetchDeps> = {}) => tool({ allowPrivateNetworks: true, ...deps });
   const run = (t: ReturnType<typeof tool>, url: string, task = "What are the opening hours?") =>
     t.execute("id", { url, task });

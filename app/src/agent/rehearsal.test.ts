@@ -6,7 +6,7 @@ import { getModels, type Api, type Model } from "@mariozechner/pi-ai";
 import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
 import type { Database } from "../db/database.js";
 import { InboxStore } from "../db/inbox.js";
-import { AnthropicWire } from "./anthropic/client.js";
+import { AnthropicWire } from "../model/anthropic/client.js";
 import { rehearseTurnCode, rehearseTurnWrites } from "./rehearsal.js";
 
 let testDb: MigratedTestDatabase;

@@ -3,7 +3,7 @@ import { Type, type Api, type Context, type Model } from "@mariozechner/pi-ai";
 import type { Database } from "../db/database.js";
 import { InboxStore, finishChange } from "../db/inbox.js";
 import { UsageMeter } from "../usage/meter.js";
-import type { AnthropicWire } from "./anthropic/client.js";
+import type { AnthropicWire } from "../model/anthropic/client.js";
 import { ConversationStore } from "./conversation.js";
 
 class Rehearsed extends Error {}

@@ -8,7 +8,7 @@ import {
   type SimpleStreamOptions,
 } from "@mariozechner/pi-ai";
 import { errorMessage, type Logger } from "@stavrobot/common";
-import type { ApiKeySource } from "./model.js";
+import type { ApiKeySource } from "../model/model.js";
 
 export type CompleteFn = (
   model: Model<Api>,

@@ -10,8 +10,9 @@ import { errorMessage, sanitizeDeep, type Logger } from "@stavrobot/common";
 import { isDatabaseUnavailable, type Database } from "../db/database.js";
 import type { Companion, ConversationStore } from "./conversation.js";
 import type { AnyAgentTool } from "../tools/result.js";
-import type { ApiKeySource } from "./model.js";
-import { modelStreamVia, type ModelStream } from "./model-stream.js";
+import type { ApiKeySource } from "../model/model.js";
+import { refusedCall } from "../model/refused.js";
+import { modelStreamVia, type ModelStream } from "../model/stream.js";
 import { redactToolCalls, scrubToolResult, type ArgumentRedactor } from "./redact.js";
 import { ToolRounds } from "./tool-rounds.js";
 import { requestOverhead, type TokenBudget } from "./tokens.js";
@@ -170,11 +171,12 @@ export class TurnEngine {
       // turn being stopped with /stop ends as aborted instead.
       if (rounds.reached && !options?.signal?.aborted) {
         capped = true;
-        throw new Error(`stopped after ${rounds.cap} tool rounds`);
+        return refusedCall(model, `stopped after ${rounds.cap} tool rounds`);
       }
-      // Thrown here, the Agent reports it as the turn's error; no request was made.
+      // Answered as an error on the stream, the Agent reports it as the turn's error; no request
+      // was made.
       const refusal = deps.refuseModelCall?.();
-      if (refusal) throw new Error(refusal);
+      if (refusal) return refusedCall(model, refusal);
       return stream(model, context, {
         ...options,
         ...(maxTokens ? { maxTokens } : {}),
@@ -345,7 +347,7 @@ export class TurnEngine {
   /**
    * The summary of compacted messages rides at the front of the first user message. The combined
    * message is kept while neither changes: the same object every turn lets the request reuse what
-   * it encoded before (`agent/anthropic`).
+   * it encoded before (`model/anthropic`).
    */
   private prependSummary(messages: AgentMessage[], summary: string): void {
     const index = messages.findIndex((message) => message.role === "user");

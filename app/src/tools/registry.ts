@@ -20,7 +20,7 @@ import { createWebFetchTool } from "./web-fetch.js";
 import { createWebSearchTool } from "./web-search.js";
 import { createSendMessageTool, type SendToolDeps } from "./send-message.js";
 import type { AnyAgentTool } from "./result.js";
-import type { ModelCallMeter } from "./anthropic-messages.js";
+import type { JsonPost, ModelCallMeter } from "../model/one-shot.js";
 
 export interface ToolContext {
   config: Readonly<AppConfig>;
@@ -35,6 +35,8 @@ export interface ToolContext {
   scheduler: ManageCronDeps["scheduler"];
   /** What the send tools share (each channel's tool exists only when the channel is configured). */
   messaging: Omit<SendToolDeps, "channel" | "owner">;
+  /** How tools that call a model of their own send it a request (the model client's connections). */
+  modelPost: JsonPost;
   /** Budget checks and usage records for tools that call a model of their own. */
   modelCallMeter?: (kind: "web_search" | "web_fetch") => ModelCallMeter;
   /** The owner's identity per channel (from `[owner]`). */
@@ -50,10 +52,22 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
   const { config, db, areas } = ctx;
   const conditional: AnyAgentTool[] = [];
   if (config.webSearch) {
-    conditional.push(createWebSearchTool({ ...config.webSearch, meter: ctx.modelCallMeter?.("web_search") }));
+    conditional.push(
+      createWebSearchTool({
+        ...config.webSearch,
+        post: ctx.modelPost,
+        meter: ctx.modelCallMeter?.("web_search"),
+      }),
+    );
   }
   if (config.webFetch) {
-    conditional.push(createWebFetchTool({ ...config.webFetch, meter: ctx.modelCallMeter?.("web_fetch") }));
+    conditional.push(
+      createWebFetchTool({
+        ...config.webFetch,
+        post: ctx.modelPost,
+        meter: ctx.modelCallMeter?.("web_fetch"),
+      }),
+    );
   }
   if (config.tts) conditional.push(createTextToSpeechTool({ ...config.tts, filesDir: areas.root }));
   for (const channel of ["signal", "telegram"] as const) {

@@ -1,3 +1,4 @@
+import { ModelCallError } from "../model/one-shot.js";
 import type { AgentTool, AgentToolResult } from "@mariozechner/pi-agent-core";
 
 /**
@@ -13,6 +14,15 @@ export class ToolError extends Error {
     super(message);
     this.name = "ToolError";
   }
+}
+
+/**
+ * A model call's failure as the tool's error (`ModelCallError` carries words for the model); other
+ * errors (an abort) pass unchanged.
+ */
+export function asToolError(error: unknown): never {
+  if (error instanceof ModelCallError) throw new ToolError(error.message);
+  throw error;
 }
 
 /** Builds the text returned for a `help` action or an unknown action. */

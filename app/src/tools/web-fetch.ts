@@ -5,10 +5,10 @@ import { fetchPage } from "../net/fetch-page.js";
 import type { FetchedPage } from "../net/fetch-page.js";
 import { FetchRefusedError } from "../net/public-address.js";
 import type { LookupAll } from "../net/public-address.js";
-import { DEFAULT_ANTHROPIC_URL, createMessage, replyText } from "./anthropic-messages.js";
-import type { AnthropicCaller, ModelCallMeter } from "./anthropic-messages.js";
+import { DEFAULT_ANTHROPIC_URL, createMessage, replyText } from "../model/one-shot.js";
+import type { AnthropicCaller, JsonPost, ModelCallMeter } from "../model/one-shot.js";
 import { htmlToText } from "./html-text.js";
-import { RESULT_LIMIT_BYTES, ToolError, capText, textResult } from "./result.js";
+import { RESULT_LIMIT_BYTES, ToolError, capText, textResult, asToolError } from "./result.js";
 
 const parameters = Type.Object({
   url: Type.String({ description: "The http(s) URL of the page." }),
@@ -46,8 +46,8 @@ export interface WebFetchDeps {
   modelTimeoutMs?: number;
   /** Budget checks and usage records for its model calls. */
   meter?: ModelCallMeter;
-  /** Used for the model call only; pages are loaded with node:http(s) (see fetch-page.ts). */
-  fetch?: typeof fetch;
+  /** How its Messages request goes out: the model client's (`ModelClient.post`); pages are loaded with node:http(s) (see fetch-page.ts). */
+  post: JsonPost;
   lookup?: LookupAll;
   /** Test seam, see FetchPageOptions.connectTo. */
   connectTo?: (address: string) => string;
@@ -62,7 +62,7 @@ export function createWebFetchTool(deps: WebFetchDeps): AgentTool<typeof paramet
     apiKey: deps.apiKey,
     model: deps.model,
     baseUrl: deps.baseUrl ?? DEFAULT_ANTHROPIC_URL,
-    fetch: deps.fetch ?? fetch,
+    post: deps.post,
     timeoutMs: deps.modelTimeoutMs ?? 120_000,
     what: "Web fetch",
     meter: deps.meter,
@@ -105,7 +105,7 @@ export function createWebFetchTool(deps: WebFetchDeps): AgentTool<typeof paramet
           ],
         },
         signal,
-      );
+      ).catch(asToolError);
       const answer = replyText(reply.content);
       if (!answer)
         throw new ToolError(`Web fetch failed: the model gave no answer (stop reason ${reply.stopReason}).`);

@@ -1,8 +1,14 @@
 import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
-import { DEFAULT_ANTHROPIC_URL, addUsage, createMessage, isRecord } from "./anthropic-messages.js";
-import type { AnthropicBlock, AnthropicCaller, ModelCallMeter, TokenUsage } from "./anthropic-messages.js";
-import { RESULT_LIMIT_BYTES, ToolError, capText, textResult } from "./result.js";
+import { DEFAULT_ANTHROPIC_URL, addUsage, createMessage, isRecord } from "../model/one-shot.js";
+import type {
+  AnthropicBlock,
+  AnthropicCaller,
+  JsonPost,
+  ModelCallMeter,
+  TokenUsage,
+} from "../model/one-shot.js";
+import { RESULT_LIMIT_BYTES, ToolError, capText, textResult, asToolError } from "./result.js";
 
 const parameters = Type.Object({
   query: Type.String({ description: "What to find out, as a question or search terms." }),
@@ -24,7 +30,8 @@ export interface WebSearchDeps {
   model: string;
   /** Default https://api.anthropic.com (without "/v1"). */
   baseUrl?: string;
-  fetch?: typeof fetch;
+  /** How its Messages requests go out: the model client's (`ModelClient.post`). */
+  post: JsonPost;
   /** Per Messages request (each may run several searches). Default 120 s. */
   timeoutMs?: number;
   /** Budget checks and usage records for its model calls. */
@@ -41,7 +48,7 @@ export function createWebSearchTool(deps: WebSearchDeps): AgentTool<typeof param
     apiKey: deps.apiKey,
     model: deps.model,
     baseUrl: deps.baseUrl ?? DEFAULT_ANTHROPIC_URL,
-    fetch: deps.fetch ?? fetch,
+    post: deps.post,
     timeoutMs: deps.timeoutMs ?? 120_000,
     what: "Web search",
     meter: deps.meter,
@@ -85,7 +92,7 @@ async function runSearch(caller: AnthropicCaller, query: string, signal?: AbortS
         tools: [{ type: "web_search_20250305", name: "web_search", max_uses: MAX_SEARCHES }],
       },
       signal,
-    );
+    ).catch(asToolError);
     run.blocks.push(...reply.content);
     run.usage = addUsage(run.usage, reply.usage);
     run.searches += reply.searches;

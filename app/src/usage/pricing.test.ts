@@ -1,6 +1,6 @@
 import { getModel } from "@mariozechner/pi-ai";
 import { describe, expect, it } from "vitest";
-import { resolveModel } from "../agent/model.js";
+import { resolveModel } from "../model/model.js";
 import { createPriceList, spendOfCall } from "./pricing.js";
 
 describe("the web tools' price list", () => {

@@ -1,6 +1,6 @@
 import { getModels, getProviders, type Api, type AssistantMessage, type Model } from "@mariozechner/pi-ai";
-import type { TokenUsage } from "../tools/anthropic-messages.js";
-import { closestModel } from "../agent/model-template.js";
+import type { TokenUsage } from "../model/one-shot.js";
+import { closestModel } from "../model/template.js";
 import type { Spend } from "./meter.js";
 
 /** Anthropic's price of one server-side web search (US$10 per 1,000). */

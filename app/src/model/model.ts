@@ -3,7 +3,7 @@ import { ConfigError, errorMessage, type Logger } from "@stavrobot/common";
 import { CredentialsFile } from "../auth/credentials-file.js";
 import { OAuthKeys } from "../auth/oauth-keys.js";
 import type { AppConfig } from "../config.js";
-import { closestModel, idParts } from "./model-template.js";
+import { closestModel, idParts } from "./template.js";
 
 /** What config.toml may say about the model's limits and prices (US$ per million tokens). */
 type ModelSettings = Pick<

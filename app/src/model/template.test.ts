@@ -1,6 +1,6 @@
 import { getModels } from "@mariozechner/pi-ai";
 import { describe, expect, it } from "vitest";
-import { closestModel, compareVersions, idParts } from "./model-template.js";
+import { closestModel, compareVersions, idParts } from "./template.js";
 
 const ids = (...list: string[]) => list.map((id) => ({ id }));
 const closest = (id: string, candidates: { id: string }[]) => closestModel(id, candidates)?.id;

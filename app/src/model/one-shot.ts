@@ -1,16 +1,32 @@
-import { ToolError } from "./result.js";
-
 /**
- * A minimal non-streaming Anthropic Messages client for the tools that call a model of their own
+ * A non-streaming Anthropic Messages call for the tools that call a model of their own
  * (web_search, web_fetch). They need server tools and `pause_turn`, which pi-ai's agent-oriented
- * API does not expose, and nothing else, so a plain `fetch` is the smallest thing that works.
+ * API does not expose, and nothing else. The request goes out on the model client's kept-alive
+ * connections (`ModelClient.post`), like every other model call of the assistant.
  */
+
+/** One JSON POST: the status and the body's text (`AnthropicWire.postJson`). */
+export type JsonPost = (
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+  options: { timeoutMs: number; signal?: AbortSignal | undefined },
+) => Promise<{ status: number; text: string }>;
+
+/** A failed call, in words the model reads (its tool result). */
+export class ModelCallError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ModelCallError";
+  }
+}
+
 export interface AnthropicCaller {
   apiKey: string;
   model: string;
   /** Without "/v1", e.g. "https://api.anthropic.com". */
   baseUrl: string;
-  fetch: typeof fetch;
+  post: JsonPost;
   /** Per request. */
   timeoutMs: number;
   /** Names the caller in error messages, e.g. "Web search". */
@@ -45,40 +61,38 @@ export interface TokenUsage {
 export const DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com";
 const API_VERSION = "2023-06-01";
 
-/** POSTs one Messages request; every failure becomes a ToolError the model can read. */
+/** POSTs one Messages request; every failure becomes a ModelCallError the model can read. */
 export async function createMessage(
   caller: AnthropicCaller,
   body: Record<string, unknown>,
   signal?: AbortSignal,
 ): Promise<AnthropicReply> {
   const refusal = caller.meter?.refuse();
-  if (refusal) throw new ToolError(`${caller.what} is unavailable: ${refusal}`);
-  const timeout = AbortSignal.timeout(caller.timeoutMs);
-  const url = `${caller.baseUrl.replace(/\/+$/, "")}/v1/messages`;
-  let response: Response;
-  let text: string;
+  if (refusal) throw new ModelCallError(`${caller.what} is unavailable: ${refusal}`);
+  const url = new URL(`${caller.baseUrl.replace(/\/+$/, "")}/v1/messages`);
+  let answer: { status: number; text: string };
   try {
-    response = await caller.fetch(url, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        "x-api-key": caller.apiKey,
-        "anthropic-version": API_VERSION,
-      },
-      body: JSON.stringify({ model: caller.model, ...body }),
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-    });
-    text = await response.text();
+    answer = await caller.post(
+      url,
+      { "content-type": "application/json", "x-api-key": caller.apiKey, "anthropic-version": API_VERSION },
+      JSON.stringify({ model: caller.model, ...body }),
+      { timeoutMs: caller.timeoutMs, signal },
+    );
   } catch (error) {
     if (signal?.aborted) throw error;
-    if (timeout.aborted) {
-      throw new ToolError(
+    if (messageOf(error) === "Request timed out.") {
+      throw new ModelCallError(
         `${caller.what} failed: the model provider did not answer within ${caller.timeoutMs / 1000} s.`,
       );
     }
-    throw new ToolError(`${caller.what} failed: could not reach the model provider (${messageOf(error)}).`);
+    throw new ModelCallError(
+      `${caller.what} failed: could not reach the model provider (${messageOf(error)}).`,
+    );
   }
-  if (!response.ok) throw new ToolError(`${caller.what} failed: ${describeError(response.status, text)}`);
+  const { status, text } = answer;
+  if (status < 200 || status >= 300) {
+    throw new ModelCallError(`${caller.what} failed: ${describeError(status, text)}`);
+  }
   const reply = parseReply(caller.what, text);
   caller.meter?.record(caller.model, reply.usage, reply.searches);
   return reply;
@@ -99,7 +113,9 @@ function describeError(status: number, text: string): string {
 function parseReply(what: string, text: string): AnthropicReply {
   const body = parseJson(text);
   if (!isRecord(body) || !Array.isArray(body.content)) {
-    throw new ToolError(`${what} failed: the model provider sent an answer that is not a Messages reply.`);
+    throw new ModelCallError(
+      `${what} failed: the model provider sent an answer that is not a Messages reply.`,
+    );
   }
   const usage = isRecord(body.usage) ? body.usage : {};
   const serverTools = recordAt(usage, "server_tool_use");

@@ -184,6 +184,24 @@ export class AnthropicWire {
     });
   }
 
+  /**
+   * One JSON POST on this path's kept-alive connections (the web tools' Messages calls, which need
+   * server tools pi-ai does not expose): the status and the body's text, whatever the status.
+   * Rejects on a connection failure, a timeout or an abort, saying which.
+   */
+  async postJson(
+    url: URL,
+    headers: Record<string, string>,
+    body: string,
+    options: { timeoutMs: number; signal?: AbortSignal | undefined },
+  ): Promise<{ status: number; text: string }> {
+    const request: WireRequest = { url, headers, body: Buffer.from(body) };
+    const response = await this.post(request, options.timeoutMs, options.signal);
+    const text = await readText(response);
+    if (options.signal?.aborted) throw new AbortedError();
+    return { status: response.statusCode ?? 0, text };
+  }
+
   close(): void {
     this.http.destroy();
     this.https.destroy();
