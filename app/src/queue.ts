@@ -335,12 +335,17 @@ export class MessageQueue {
     }
   }
 
+  /**
+   * Waits for the database to come back. Whoever waits for this entry's reply, or for one queued
+   * behind it, is told now that their message is saved and will run then.
+   */
   private async outage(item: Item, error: unknown): Promise<void> {
     this.deps.logger.warn("the database is unavailable; waiting for it", {
       id: item.entry.id,
       error: errorMessage(error),
     });
     item.defer();
+    for (const queued of this.items) queued.defer();
     await this.deps.waitForDatabase();
     this.deps.logger.info("the database is back", { id: item.entry.id });
   }
@@ -355,7 +360,7 @@ export class MessageQueue {
         // Should this fail, the model call itself is refused by the same budget.
         if (await this.refusedByBudget(item).catch(() => false)) continue;
         this.current = entry;
-        const reply = await this.process(item).catch(async (error: unknown) => {
+        const reply = await this.processDurably(item).catch(async (error: unknown) => {
           if (await unsaved(current)) return ABANDONED;
           this.deps.logger.error("processing a message failed", { id: entry.id, error });
           const text = `Something went wrong: ${errorMessage(error)}`;
@@ -411,6 +416,21 @@ export class MessageQueue {
   private insertInOrder(item: Item): void {
     const at = this.items.findIndex((queued) => queued.entry.id > item.entry.id);
     this.items.splice(at === -1 ? this.items.length : at, 0, item);
+  }
+
+  /**
+   * Processes the entry; if the database goes away before its turn starts (its message is being
+   * built), waits for it and starts again. The turn itself reports an outage as its outcome.
+   */
+  private async processDurably(item: Item): Promise<string> {
+    for (;;) {
+      try {
+        return await this.process(item);
+      } catch (error) {
+        if (!isDatabaseUnavailable(error) || (await unsaved(item))) throw error;
+        await this.outage(item, error);
+      }
+    }
   }
 
   private async process(item: Item): Promise<string> {

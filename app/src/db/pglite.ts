@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 import type { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from "@electric-sql/pglite";
 import type { Database, QueryOptions, QueryResult } from "./database.js";
+import { DatabaseUnavailableError, untilAborted } from "./unavailable.js";
 
 /**
  * PostgreSQL's default 128 MB of shared buffers are sized for a server with many users; PGlite
@@ -101,18 +102,33 @@ export async function openPglite(dataDir: string): Promise<Database> {
     startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS],
   });
   const prepared = new PreparedStatements(lite, protocol, parse);
-  const query = async <R>(sql: string, params: unknown[] = [], options?: QueryOptions) => {
+  /**
+   * In-process, it cannot be out of reach; once closed (the app stopping) it cannot be used, which
+   * is an outage like a server's: what was not saved is refused as such, what was is resumed at
+   * the next start.
+   */
+  const guarded =
+    <A extends unknown[], T>(work: (...args: A) => Promise<T>) =>
+    async (...args: A): Promise<T> => {
+      try {
+        return await work(...args);
+      } catch (error) {
+        throw lite.closed ? new DatabaseUnavailableError(error) : error;
+      }
+    };
+  const query = guarded(async <R>(sql: string, params: unknown[] = [], options?: QueryOptions) => {
     if (options?.prepare) return prepared.run<R>(sql, params, false);
     const result = await lite.query<R>(sql, params);
     return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
-  };
+  }) as Database["query"];
   return {
     kind: "pglite",
     relaxed: { query },
-    // In-process: it is never "away".
-    waitUntilAvailable: async () => {},
+    waitUntilAvailable: async (signal) => {
+      if (lite.closed) await untilAborted(signal);
+    },
     query,
-    transaction: (fn) =>
+    transaction: guarded((fn) =>
       lite.transaction(async (tx) =>
         fn({
           async query<R>(sql: string, params: unknown[] = [], options?: QueryOptions) {
@@ -125,7 +141,8 @@ export async function openPglite(dataDir: string): Promise<Database> {
           },
         }),
       ),
-    async executeScript(sql) {
+    ) as Database["transaction"],
+    executeScript: guarded(async (sql: string) => {
       const results = await lite.exec(sql);
       return results.map((result) => ({
         command: undefined,
@@ -133,7 +150,7 @@ export async function openPglite(dataDir: string): Promise<Database> {
         rows: result.rows as Record<string, unknown>[],
         rowCount: result.fields.length > 0 ? result.rows.length : (result.affectedRows ?? 0),
       }));
-    },
+    }),
     close: () => lite.close(),
   };
 }
