@@ -71,6 +71,8 @@ export interface RunningApp {
   queue: MessageQueue;
   /** The in-memory conversation (tests that write the tables directly invalidate it). */
   conversation: ConversationStore;
+  /** What model calls cost (counted at once, written after each turn). */
+  meter: UsageMeter;
   close(): Promise<void>;
 }
 
@@ -373,6 +375,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       },
       deliver: (entry, answer) => answers.deliver(entry, answer),
       maySteer: (running, incoming) => maySteer(running, incoming, ownerContact),
+      unsaved: (id) => meter.unlink(id),
       waitForDatabase: () => db.waitUntilAvailable(),
       budgetRefusal: () => meter.refusal(),
       maxRetries: config.queue.maxRetries,
@@ -481,6 +484,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       db,
       queue,
       conversation,
+      meter,
       close: () => closeAll(cleanup),
     };
   } catch (error) {

@@ -58,6 +58,11 @@ export interface QueueDeps {
   deliver: (entry: InboxEntry, answer: Answer) => Promise<void>;
   /** Whether a new message from `incoming` may steer the turn running for `running`. */
   maySteer: (running: InboxEntry, incoming: { source: string | null; sender: string | null }) => boolean;
+  /**
+   * An entry whose insert failed after its turn had started (`InboxStore.reserve`): what the turn
+   * recorded about it (its model calls' cost) must not point at a row that does not exist.
+   */
+  unsaved?: (inboxId: number) => void;
   /** Resolves once the database answers again after an outage. */
   waitForDatabase: () => Promise<void>;
   /**
@@ -372,6 +377,7 @@ export class MessageQueue {
         });
         this.current = undefined;
         this.waiting.delete(entry.id);
+        if (await unsaved(item)) this.deps.unsaved?.(entry.id);
         item.resolve(reply);
         // Nothing here may throw out of pump(): the next message must still run.
         await this.settleSteered().catch((error: unknown) =>

@@ -96,6 +96,45 @@ describe.runIf(serverUrl)("a database server that refuses connections", () => {
     expect((await inboxRows()).at(-1)).toMatchObject({ message: "and now?", status: "done" });
   });
 
+  it("refuses a message whose insert the outage cut off, and the model call it made spoils nothing", async () => {
+    // The idle queue asks the model while the message's row is written; that insert waits for a
+    // lock, so the model has answered (and its cost is counted) before the outage ends it.
+    const locker = new pg.Client({ connectionString: testEnv.env.DATABASE_URL });
+    locker.on("error", () => {});
+    await locker.connect();
+    await locker.query("BEGIN");
+    await locker.query("LOCK TABLE inbox IN EXCLUSIVE MODE");
+    fake.enqueue(textTurn("answered before the message was saved"));
+    const before = app.meter.spent().daily;
+    const pending = chat(app, "cut off while saved");
+    await vi.waitFor(() => expect(app.meter.spent().daily).toBeGreaterThan(before), { timeout: 10_000 });
+    await refuse();
+    let answer: ChatCall;
+    try {
+      answer = await pending;
+    } finally {
+      await allow();
+      await locker.end().catch(() => undefined);
+    }
+    expect(answer.status).toBe(503);
+    expect(answer.body).toEqual({ error: NOT_SAVED_REPLY });
+    expect(answer.headers.get("retry-after")).not.toBeNull();
+    await vi.waitFor(() => app.db.query("SELECT 1"), { timeout: 10_000 });
+
+    fake.enqueue(textTurn("still fine"));
+    expect(await chat(app, "next one")).toMatchObject({ status: 200, body: { response: "still fine" } });
+    const kept = await app.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM messages WHERE search_text LIKE '%cut off while saved%'",
+    );
+    expect(kept.rows[0]?.n).toBe(0);
+    expect((await inboxRows()).map((row) => row.message)).not.toContain("cut off while saved");
+    // The call cost what it cost: counted, without a link to a message that does not exist.
+    const usage = await app.db.query<{ linked: number; unlinked: number }>(
+      "SELECT count(inbox_id)::int AS linked, count(*) FILTER (WHERE inbox_id IS NULL)::int AS unlinked FROM usage WHERE kind = 'turn'",
+    );
+    expect(usage.rows[0]?.unlinked).toBe(1);
+  });
+
   it("never answers a saved message as failed: it runs when the database is back", async () => {
     let release = () => {};
     const held = new Promise<void>((resolve) => (release = resolve));
