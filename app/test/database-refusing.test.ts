@@ -1,4 +1,5 @@
 import { readdirSync } from "node:fs";
+import { setTimeout } from "node:timers/promises";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
@@ -196,6 +197,76 @@ describe.runIf(serverUrl)("a database server that refuses connections", () => {
       { timeout: 20_000, interval: 200 },
     );
   });
+
+  it("keeps its word to every sender while messages keep arriving through a refusal", async () => {
+    // A model taking 200 ms per answer; owner messages (which steer) and others (which queue).
+    fake.setResponder(async () => {
+      await setTimeout(200);
+      return textTurn("ok");
+    });
+    const calls: { text: string; answer: Promise<ChatCall> }[] = [];
+    let refused = 0;
+    const send = (i: number) => {
+      const text = `stream ${i}`;
+      const body = { message: text, source: i % 4 === 3 ? "cron" : "cli" };
+      const answer = post(app.port, "/chat", body);
+      void answer.then((reply) => {
+        if (reply.status === 503 && !reply.body.saved) refused++;
+      });
+      calls.push({ text, answer });
+    };
+    let i = 0;
+    // Messages arrive every 50 ms: the refusal starts while a turn runs and lasts until 40 were
+    // refused (two seconds or more); the stream goes on a little after it ends.
+    while (fake.requests.length === 0) {
+      send(i++);
+      await setTimeout(50);
+    }
+    await refuse();
+    try {
+      // (Bounded, so that a refusal answered otherwise fails below rather than by a timeout.)
+      for (const last = i + 150; refused < 40 && i < last;) {
+        send(i++);
+        await setTimeout(50);
+      }
+    } finally {
+      await allow();
+    }
+    for (const end = i + 10; i < end; i++) {
+      send(i);
+      await setTimeout(50);
+    }
+    const answers = await Promise.all(calls.map((call) => call.answer));
+    await vi.waitFor(
+      async () => {
+        const open = await app.db.query("SELECT 1 FROM inbox WHERE status NOT IN ('done', 'failed')");
+        expect(open.rows).toHaveLength(0);
+      },
+      { timeout: 30_000, interval: 200 },
+    );
+    const rows = await app.db.query<{ message: string; status: string; response: string; n: number }>(
+      `SELECT payload->>'message' AS message, max(status) AS status, max(response) AS response,
+              count(*)::int AS n
+       FROM inbox WHERE payload->>'message' LIKE 'stream %' GROUP BY 1`,
+    );
+    const byText = new Map(rows.rows.map((row) => [row.message, row]));
+    const broken = calls.flatMap(({ text }, n) => {
+      const answer = answers[n] as ChatCall;
+      const row = byText.get(text);
+      const notSaved = answer.status === 503 && !answer.body.saved;
+      const fine = notSaved
+        ? row === undefined && answer.headers.get("retry-after") !== null
+        : (answer.status === 200 || answer.body.saved === true) &&
+          row?.n === 1 &&
+          row.status === "done" &&
+          !String(answer.body.response ?? "").startsWith("Something went wrong") &&
+          !row.response.startsWith("Something went wrong");
+      return fine
+        ? []
+        : [`${text}: ${answer.status} ${JSON.stringify(answer.body)} / ${JSON.stringify(row)}`];
+    });
+    expect(broken).toEqual([]);
+  }, 90_000);
 });
 
 /** The embedded database has no connection to lose; what applies is its being closed under the app. */
