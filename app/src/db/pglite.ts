@@ -107,20 +107,14 @@ export async function openPglite(dataDir: string): Promise<Database> {
    * is an outage like a server's: what was not saved is refused as such, what was is resumed at
    * the next start.
    */
-  const guarded =
-    <A extends unknown[], T>(work: (...args: A) => Promise<T>) =>
-    async (...args: A): Promise<T> => {
-      try {
-        return await work(...args);
-      } catch (error) {
-        throw lite.closed ? new DatabaseUnavailableError(error) : error;
-      }
-    };
-  const query = guarded(async <R>(sql: string, params: unknown[] = [], options?: QueryOptions) => {
-    if (options?.prepare) return prepared.run<R>(sql, params, false);
-    const result = await lite.query<R>(sql, params);
+  const rethrow = (error: unknown): never => {
+    throw lite.closed ? new DatabaseUnavailableError(error) : error;
+  };
+  const query = async <R>(sql: string, params: unknown[] = [], options?: QueryOptions) => {
+    if (options?.prepare) return prepared.run<R>(sql, params, false).catch(rethrow);
+    const result = await lite.query<R>(sql, params).catch(rethrow);
     return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
-  }) as Database["query"];
+  };
   return {
     kind: "pglite",
     relaxed: { query },
@@ -128,29 +122,30 @@ export async function openPglite(dataDir: string): Promise<Database> {
       if (lite.closed) await untilAborted(signal);
     },
     query,
-    transaction: guarded((fn) =>
-      lite.transaction(async (tx) =>
-        fn({
-          async query<R>(sql: string, params: unknown[] = [], options?: QueryOptions) {
-            if (options?.prepare) return prepared.run<R>(sql, params, true);
-            const result = await tx.query<R>(sql, params);
-            return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
-          },
-          async exec(sql: string) {
-            await tx.exec(sql);
-          },
-        }),
-      ),
-    ) as Database["transaction"],
-    executeScript: guarded(async (sql: string) => {
-      const results = await lite.exec(sql);
+    transaction: (fn) =>
+      lite
+        .transaction(async (tx) =>
+          fn({
+            async query<R>(sql: string, params: unknown[] = [], options?: QueryOptions) {
+              if (options?.prepare) return prepared.run<R>(sql, params, true);
+              const result = await tx.query<R>(sql, params);
+              return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+            },
+            async exec(sql: string) {
+              await tx.exec(sql);
+            },
+          }),
+        )
+        .catch(rethrow),
+    async executeScript(sql) {
+      const results = await lite.exec(sql).catch(rethrow);
       return results.map((result) => ({
         command: undefined,
         columns: result.fields.map((field) => field.name),
         rows: result.rows as Record<string, unknown>[],
         rowCount: result.fields.length > 0 ? result.rows.length : (result.affectedRows ?? 0),
       }));
-    }),
+    },
     close: () => lite.close(),
   };
 }
