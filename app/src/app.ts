@@ -75,6 +75,8 @@ export interface RunningApp {
   conversation: ConversationStore;
   /** The owner's live events (`GET /api/events`). */
   live: LiveEvents;
+  /** What model calls cost (counted at once, written after each turn). */
+  meter: UsageMeter;
   close(): Promise<void>;
 }
 
@@ -399,6 +401,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       },
       deliver: (entry, answer) => answers.deliver(entry, answer),
       maySteer: (running, incoming) => maySteer(running, incoming, ownerContact),
+      unsaved: (id) => meter.unlink(id),
       waitForDatabase: () => db.waitUntilAvailable(),
       budgetRefusal: () => meter.refusal(),
       maxRetries: config.queue.maxRetries,
@@ -511,6 +514,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       queue,
       conversation,
       live,
+      meter,
       close: () => closeAll(cleanup),
     };
   } catch (error) {

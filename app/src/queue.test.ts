@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import type { UserMessage } from "@mariozechner/pi-ai";
 import { silentLogger } from "@stavrobot/common";
 import { openMigratedTestDatabase, type MigratedTestDatabase } from "../test/helpers/db.js";
-import type { Database } from "./db/database.js";
+import { DatabaseUnavailableError, type Database } from "./db/database.js";
 import { InboxStore, type InboxEntry } from "./db/inbox.js";
 import { messagesForInbox, saveMessage } from "./db/messages.js";
 import type { TurnOutcome, TurnStart } from "./agent/turn.js";
@@ -80,18 +80,24 @@ let inbox: InboxStore;
 let engine: ScriptedEngine;
 
 function makeQueue(
-  overrides: { maxRetries?: number; retryDelayMs?: number; reloadConversation?: () => void } = {},
+  overrides: {
+    maxRetries?: number;
+    retryDelayMs?: number;
+    reloadConversation?: () => void;
+    buildUserMessage?: (entry: InboxEntry) => Promise<UserMessage>;
+    waitForDatabase?: () => Promise<void>;
+  } = {},
 ): MessageQueue {
   return new MessageQueue({
     reloadConversation: overrides.reloadConversation,
     inbox,
     engine,
-    buildUserMessage: async (entry) => userMessage(entry),
+    buildUserMessage: overrides.buildUserMessage ?? (async (entry) => userMessage(entry)),
     messagesForInbox: (id) => messagesForInbox(db, id),
     afterTurn: async () => {},
     deliver: async () => {},
     maySteer: (running, incoming) => maySteer(running, incoming, {}),
-    waitForDatabase: async () => {},
+    waitForDatabase: overrides.waitForDatabase ?? (async () => {}),
     maxRetries: overrides.maxRetries ?? 2,
     retryDelayMs: overrides.retryDelayMs ?? 0,
     logger: silentLogger,
@@ -302,6 +308,37 @@ describe("MessageQueue", () => {
     const third = await queue.submit(null, null, { message: "three", attachments: [] });
     expect(await third.reply).toBe(`reply to ${third.id}`);
     expect(third.id).not.toBe(drawn);
+  });
+
+  it("waits out an outage met while a turn is prepared, and tells the senders waiting that their messages are saved", async () => {
+    const back = gate();
+    let outages = 0;
+    const queue = makeQueue({
+      buildUserMessage: async (entry) => {
+        if (entry.payload.message === "two" && outages++ === 0) {
+          throw new DatabaseUnavailableError(new Error("not currently accepting connections"));
+        }
+        return userMessage(entry);
+      },
+      waitForDatabase: () => back.promise,
+    });
+    const held = gate();
+    engine.gate = held.promise;
+    const one = await queue.submit(null, null, { message: "one", attachments: [] });
+    await vi.waitFor(() => expect(engine.runs).toHaveLength(1));
+    const two = await queue.submit("cron", null, { message: "two", attachments: [] });
+    const three = await queue.submit("cron", null, { message: "three", attachments: [] });
+    engine.gate = undefined;
+    held.open();
+    expect(await one.reply).toBe(`reply to ${one.id}`);
+    // Saved, and will run: both are told so now, neither is answered as failed.
+    const told = Promise.all([two.deferred, three.deferred]).then(() => "told it will run");
+    expect(await Promise.race([told, two.reply, three.reply])).toBe("told it will run");
+    expect(engine.runs).toEqual([one.id]);
+    back.open();
+    expect(await two.reply).toBe(`reply to ${two.id}`);
+    expect(await three.reply).toBe(`reply to ${three.id}`);
+    expect(engine.runs).toEqual([one.id, two.id, three.id]);
   });
 
   it("gives up on a message that took the process down on every attempt", async () => {

@@ -58,6 +58,11 @@ export interface QueueDeps {
   deliver: (entry: InboxEntry, answer: Answer) => Promise<void>;
   /** Whether a new message from `incoming` may steer the turn running for `running`. */
   maySteer: (running: InboxEntry, incoming: { source: string | null; sender: string | null }) => boolean;
+  /**
+   * An entry whose insert failed after its turn had started (`InboxStore.reserve`): what the turn
+   * recorded about it (its model calls' cost) must not point at a row that does not exist.
+   */
+  unsaved?: (inboxId: number) => void;
   /** Resolves once the database answers again after an outage. */
   waitForDatabase: () => Promise<void>;
   /**
@@ -335,12 +340,17 @@ export class MessageQueue {
     }
   }
 
+  /**
+   * Waits for the database to come back. Whoever waits for this entry's reply, or for one queued
+   * behind it, is told now that their message is saved and will run then.
+   */
   private async outage(item: Item, error: unknown): Promise<void> {
     this.deps.logger.warn("the database is unavailable; waiting for it", {
       id: item.entry.id,
       error: errorMessage(error),
     });
     item.defer();
+    for (const queued of this.items) queued.defer();
     await this.deps.waitForDatabase();
     this.deps.logger.info("the database is back", { id: item.entry.id });
   }
@@ -355,7 +365,7 @@ export class MessageQueue {
         // Should this fail, the model call itself is refused by the same budget.
         if (await this.refusedByBudget(item).catch(() => false)) continue;
         this.current = entry;
-        const reply = await this.process(item).catch(async (error: unknown) => {
+        const reply = await this.processDurably(item).catch(async (error: unknown) => {
           if (await unsaved(current)) return ABANDONED;
           this.deps.logger.error("processing a message failed", { id: entry.id, error });
           const text = `Something went wrong: ${errorMessage(error)}`;
@@ -367,6 +377,7 @@ export class MessageQueue {
         });
         this.current = undefined;
         this.waiting.delete(entry.id);
+        if (await unsaved(item)) this.deps.unsaved?.(entry.id);
         item.resolve(reply);
         // Nothing here may throw out of pump(): the next message must still run.
         await this.settleSteered().catch((error: unknown) =>
@@ -411,6 +422,21 @@ export class MessageQueue {
   private insertInOrder(item: Item): void {
     const at = this.items.findIndex((queued) => queued.entry.id > item.entry.id);
     this.items.splice(at === -1 ? this.items.length : at, 0, item);
+  }
+
+  /**
+   * Processes the entry; if the database goes away before its turn starts (its message is being
+   * built), waits for it and starts again. The turn itself reports an outage as its outcome.
+   */
+  private async processDurably(item: Item): Promise<string> {
+    for (;;) {
+      try {
+        return await this.process(item);
+      } catch (error) {
+        if (!isDatabaseUnavailable(error) || (await unsaved(item))) throw error;
+        await this.outage(item, error);
+      }
+    }
   }
 
   private async process(item: Item): Promise<string> {

@@ -10,6 +10,7 @@ import {
 } from "@stavrobot/common";
 import type { Database } from "./db/database.js";
 import { createChatHandler, type ChatDeps } from "./routes/chat.js";
+import { answerDatabaseOutage } from "./routes/outage.js";
 import { createPageHandler, createPageQueryHandler } from "./routes/pages.js";
 import { addPluginSettingsRoutes, type PluginSettingsDeps } from "./routes/plugin-settings.js";
 import { createUploadHandler } from "./routes/upload.js";
@@ -130,6 +131,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     external: createRequestListener(external, {
       logger: deps.logger,
       headers: securityHeaders,
+      mapError: answerDatabaseOutage,
       guard: ({ req, url }) => {
         if (!isPublicRoute(req.method ?? "GET", url.pathname)) {
           if (!ownerPassword(req.headers.authorization)) throw unauthorized();
@@ -141,6 +143,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     internal: createRequestListener(internal, {
       logger: deps.logger.child("internal"),
       headers: securityHeaders,
+      mapError: answerDatabaseOutage,
       guard: ({ req }) => {
         if (!checkBearer(req.headers.authorization, deps.internalSecret))
           throw new HttpError(401, "Unauthorized");

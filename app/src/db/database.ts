@@ -1,58 +1,10 @@
 import pg from "pg";
 import { openPglite } from "./pglite.js";
+import { DatabaseUnavailableError, isDatabaseUnavailable, untilAborted } from "./unavailable.js";
 import type { Logger } from "@stavrobot/common";
 import { setTimeout as sleep } from "node:timers/promises";
 
-/**
- * The database server cannot be reached right now (refused, dropped, shutting down). Callers keep
- * what they hold and try again when it is back, instead of failing the message they work on.
- */
-export class DatabaseUnavailableError extends Error {
-  constructor(cause: unknown) {
-    super(`The database is unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, {
-      cause,
-    });
-    this.name = "DatabaseUnavailableError";
-  }
-}
-
-/** PostgreSQL connection-class and shutdown SQLSTATEs, and socket errors: the server is away, not the query wrong. */
-const UNAVAILABLE_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EAI_AGAIN",
-  "08000",
-  "08001",
-  "08003",
-  "08004",
-  "08006",
-  "57P01",
-  "57P02",
-  "57P03",
-  "53300",
-]);
-
-export function isDatabaseUnavailable(error: unknown): boolean {
-  if (error instanceof DatabaseUnavailableError) return true;
-  if (!(error instanceof Error)) return false;
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === "string" && UNAVAILABLE_CODES.has(code)) return true;
-  return /Connection terminated|connection error|timeout exceeded when trying to connect|ECONNREFUSED|Client was closed/i.test(
-    error.message,
-  );
-}
-
-/** Rethrows a server-away error as DatabaseUnavailableError; everything else unchanged. */
-function classify(error: unknown): never {
-  if (isDatabaseUnavailable(error) && !(error instanceof DatabaseUnavailableError)) {
-    throw new DatabaseUnavailableError(error);
-  }
-  throw error;
-}
+export { DatabaseUnavailableError, isDatabaseUnavailable };
 
 export interface QueryResult<R> {
   rows: R[];
@@ -123,7 +75,10 @@ export interface Database extends Queryable {
    * accounting): committed without waiting for the disk. Never for messages or inbox entries.
    */
   readonly relaxed: Queryable;
-  /** Resolves once a trivial query succeeds again (polling with growing pauses), or when aborted. */
+  /**
+   * Resolves once a trivial query succeeds again (polling with growing pauses), or when aborted.
+   * Once the database is closed (the app stopping) only an abort ends the wait.
+   */
   waitUntilAvailable(signal?: AbortSignal): Promise<void>;
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
   /** Runs one or more statements separated by semicolons (simple query protocol). */
@@ -189,6 +144,57 @@ function preparedNames(): (
   };
 }
 
+/** A client of a pool for one or more statements, watched for the loss of its session. */
+interface Session {
+  client: pg.PoolClient;
+  /** The error a statement failed with, as an outage when it ended the session. */
+  classify(error: unknown): unknown;
+  /** Whether the session was lost (the client is no use any more). */
+  readonly lost: boolean;
+  /** Back to the pool, or closed when `discard` or when the session was lost. */
+  release(discard?: boolean): void;
+}
+
+/**
+ * A session of `pool`. Failing to get one is an outage whatever the reason (the server refuses,
+ * is not accepting connections, does not answer, or the pool waited in vain). While it is checked
+ * out the pool no longer listens for its errors: a connection dropping between two statements would
+ * otherwise emit an unhandled 'error' and end the process.
+ */
+async function checkOut(pool: pg.Pool): Promise<Session> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    throw new DatabaseUnavailableError(error);
+  }
+  // pg reports a dead socket to the client ('error', then 'end') before it fails the statements
+  // that were running on it.
+  let lost = false;
+  const onLost = () => {
+    lost = true;
+  };
+  client.on("error", onLost);
+  client.on("end", onLost);
+  return {
+    client,
+    get lost() {
+      return lost;
+    },
+    classify: (error) => (lost || endsSession(error) ? new DatabaseUnavailableError(error) : error),
+    release(discard = false) {
+      client.off("error", onLost);
+      client.off("end", onLost);
+      client.release(discard || lost);
+    },
+  };
+}
+
+/** A server error that ends the session (FATAL: terminated, shutting down, …). */
+function endsSession(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && (error.severity === "FATAL" || error.severity === "PANIC");
+}
+
 export function openPostgres(connectionString?: string): Database {
   const statement = preparedNames();
   // A server that does not answer must fail a query within seconds, not hang the queue forever.
@@ -203,41 +209,29 @@ export function openPostgres(connectionString?: string): Database {
   // An idle client dropped by the server must not crash the process.
   pool.on("error", () => {});
   relaxedPool.on("error", () => {});
-  /**
-   * A client of the pool for several queries. While it is checked out the pool no longer listens
-   * for its errors, and a connection that drops between two queries would emit an unhandled
-   * 'error' and end the process; the next query fails on its own, and `done` discards the client.
-   */
-  const connect = async () => {
-    const client = await pool.connect().catch(classify);
-    let dropped = false;
-    const onError = () => {
-      dropped = true;
-    };
-    client.on("error", onError);
-    return {
-      client,
-      done(broken: boolean) {
-        client.off("error", onError);
-        client.release(broken || dropped);
-      },
-    };
+  let closed = false;
+  /** One statement on a session of `from` (what `pool.query` does, watching the session). */
+  const run = async <R>(from: pg.Pool, sql: string, params?: unknown[], options?: QueryOptions) => {
+    const session = await checkOut(from);
+    try {
+      const result = await session.client.query(statement(sql, params, options));
+      return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
+    } catch (error) {
+      throw session.classify(error);
+    } finally {
+      session.release();
+    }
   };
   const db: Database = {
     kind: "postgres",
     relaxed: {
-      async query<R>(sql: string, params?: unknown[], options?: QueryOptions) {
-        const result = await relaxedPool.query(statement(sql, params, options)).catch(classify);
-        return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
-      },
+      query: (sql, params, options) => run(relaxedPool, sql, params, options),
     },
-    async query<R>(sql: string, params?: unknown[], options?: QueryOptions) {
-      const result = await pool.query(statement(sql, params, options)).catch(classify);
-      return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
-    },
-    waitUntilAvailable: (signal) => pollUntilAvailable(db, signal),
+    query: (sql, params, options) => run(pool, sql, params, options),
+    waitUntilAvailable: (signal) => pollUntilAvailable(db, signal, () => closed),
     async transaction(fn) {
-      const { client, done } = await connect();
+      const session = await checkOut(pool);
+      const { client } = session;
       let broken = false;
       try {
         await client.query("BEGIN");
@@ -254,19 +248,21 @@ export function openPostgres(connectionString?: string): Database {
         await client.query("COMMIT");
         return value;
       } catch (error) {
-        await client.query("ROLLBACK").catch(() => {
-          broken = true;
-        });
-        return classify(error);
+        if (!session.lost) {
+          await client.query("ROLLBACK").catch(() => {
+            broken = true;
+          });
+        }
+        throw session.classify(error);
       } finally {
-        done(broken);
+        session.release(broken);
       }
     },
     async executeScript(sql) {
-      const { client, done } = await connect();
+      const session = await checkOut(pool);
       let broken = false;
       try {
-        const raw = (await client.query(sql)) as unknown as pg.QueryResult | pg.QueryResult[];
+        const raw = (await session.client.query(sql)) as unknown as pg.QueryResult | pg.QueryResult[];
         return (Array.isArray(raw) ? raw : [raw]).map((result) => ({
           command: result.command ?? undefined,
           columns: (result.fields ?? []).map((field) => field.name),
@@ -275,21 +271,32 @@ export function openPostgres(connectionString?: string): Database {
         }));
       } catch (error) {
         broken = true;
-        return classify(error);
+        throw session.classify(error);
       } finally {
         // A script may leave a transaction open or change session settings: never reuse it.
-        done(broken || /\b(begin|set|start)\b/i.test(sql));
+        session.release(broken || /\b(begin|set|start)\b/i.test(sql));
       }
     },
     close: async () => {
+      closed = true;
       await Promise.all([pool.end(), relaxedPool.end()]);
     },
   };
   return db;
 }
 
-async function pollUntilAvailable(db: Queryable, signal?: AbortSignal): Promise<void> {
+/**
+ * Polls with a trivial query, with growing pauses, until it succeeds. Once the database is closed
+ * (the app is stopping) it never resolves, and keeps nothing running: what waits is resumed from
+ * the inbox at the next start.
+ */
+async function pollUntilAvailable(
+  db: Queryable,
+  signal: AbortSignal | undefined,
+  closed: () => boolean,
+): Promise<void> {
   for (let delay = 250; !signal?.aborted; delay = Math.min(delay * 2, 5_000)) {
+    if (closed()) return untilAborted(signal);
     try {
       await db.query("SELECT 1");
       return;

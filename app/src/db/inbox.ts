@@ -1,6 +1,8 @@
-import { withParts, type Queryable, type StatementPart } from "./database.js";
+import type { Queryable, StatementPart } from "./database.js";
 import { sanitizeDeep, sanitizeText, type Attachment } from "@stavrobot/common";
 import type { TelegramMediaRef } from "../channels/telegram/inbound.js";
+import { DeliveredFlags, deliveredChange } from "./inbox-delivered.js";
+import { NextInboxId } from "./inbox-next-id.js";
 
 /** What is kept of an accepted message: files are already on disk, referenced as attachments. */
 export interface InboxPayload {
@@ -74,16 +76,8 @@ export function finishChange(
   };
 }
 
-/** Answers received: their flag, riding another statement. */
-function deliveredChange(ids: number[]): InboxChange {
-  return { sql: (p) => `UPDATE inbox SET delivered = true WHERE id = ANY($${p}::int[])`, params: [ids] };
-}
-
 /** The next inbox id, drawn ahead of need (see `InboxStore.reserve`). */
 const NEXT_ID = "nextval('inbox_id_seq')::int";
-
-/** How long a "received" flag may wait for the next insert before it is written alone. */
-const DELIVERED_WRITE_MS = 1_000;
 
 /** A finished reply nobody has seen yet, with the message it answers. */
 export interface UndeliveredAnswer {
@@ -100,8 +94,7 @@ export class InboxStore {
   /** Whether the database was asked (since start) for unseen answers and had none left. */
   private backlogChecked = false;
   /** Answers received (`noteDelivered`) whose flag is not written yet. */
-  private readonly deliveredUnwritten = new Set<number>();
-  private deliveredTimer: NodeJS.Timeout | undefined;
+  private readonly delivered = new DeliveredFlags((ids) => this.markDelivered(ids));
 
   constructor(
     private readonly db: Queryable,
@@ -109,10 +102,9 @@ export class InboxStore {
     private readonly relaxed: Queryable = db,
     /**
      * The id `reserve` gives the next message: drawn from the sequence by every insert of every
-     * store of the app (`within`), so it is always newer than any entry already saved and ids keep
-     * the order messages arrived in.
+     * store of the app (`within`), and kept only while it is newer than any entry already saved.
      */
-    private readonly ahead: { id: number | undefined } = { id: undefined },
+    private readonly ahead = new NextInboxId(),
   ) {}
 
   /** This store on `tx` (a transaction), drawing the id ahead for the same app. */
@@ -134,27 +126,27 @@ export class InboxStore {
     // `start`: the queue is idle and runs the entry at once, so it is saved already `processing`
     // with its first attempt counted, sparing the turn a commit of its own to say so. The
     // "received" flags of earlier answers ride along.
-    const { seen, parts } = this.flagsRiding(7);
-    const result = await this.db.query<InboxRow & { spare: number }>(
-      `${parts.sql}INSERT INTO inbox (source, sender, payload, idempotency_key, status, attempts)
-       VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-       RETURNING ${columns}, ${NEXT_ID} AS spare`,
-      [
-        source === null ? null : sanitizeText(source),
-        sender === null ? null : sanitizeText(sender),
-        JSON.stringify(sanitizeDeep(payload)),
-        idempotencyKey ?? null,
-        options.start ? "processing" : "pending",
-        options.start ? 1 : 0,
-        ...parts.params,
-      ],
-      { prepare: true },
+    const result = await this.delivered.ride(7, (parts) =>
+      this.db.query<InboxRow & { spare: number }>(
+        `${parts.sql}INSERT INTO inbox (source, sender, payload, idempotency_key, status, attempts)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+         RETURNING ${columns}, ${NEXT_ID} AS spare`,
+        [
+          source === null ? null : sanitizeText(source),
+          sender === null ? null : sanitizeText(sender),
+          JSON.stringify(sanitizeDeep(payload)),
+          idempotencyKey ?? null,
+          options.start ? "processing" : "pending",
+          options.start ? 1 : 0,
+          ...parts.params,
+        ],
+        { prepare: true },
+      ),
     );
-    this.written(seen);
     const row = result.rows[0];
     if (row) {
-      this.ahead.id = row.spare;
+      this.ahead.offer(row.spare);
       return { entry: toEntry(row), duplicate: false };
     }
     const existing = await this.db.query<InboxRow>(
@@ -177,9 +169,8 @@ export class InboxStore {
     sender: string | null,
     payload: InboxPayload,
   ): { entry: InboxEntry; saved: Promise<void> } | undefined {
-    const id = this.ahead.id;
+    const id = this.ahead.take();
     if (id === undefined) return undefined;
-    this.ahead.id = undefined;
     const entry: InboxEntry = {
       id,
       receivedAt: new Date(),
@@ -189,23 +180,28 @@ export class InboxStore {
       status: "processing",
       attempts: 1,
     };
-    const { seen, parts } = this.flagsRiding(6);
     // Sent from the next turn of the event loop, once the turn has sent its model request: the
     // embedded database runs the insert on this thread, which would otherwise hold the request back.
     const saved = new Promise<void>((resolve) => setImmediate(resolve))
       .then(() =>
-        this.db.query<{ spare: number }>(
-          `${parts.sql}INSERT INTO inbox (id, received_at, source, sender, payload, status, attempts)
-         VALUES ($1, $2, $3, $4, $5, 'processing', 1)
-         RETURNING ${NEXT_ID} AS spare`,
-          [id, entry.receivedAt, entry.source, entry.sender, JSON.stringify(entry.payload), ...parts.params],
-          { prepare: true },
+        this.delivered.ride(6, (parts) =>
+          this.db.query<{ spare: number }>(
+            `${parts.sql}INSERT INTO inbox (id, received_at, source, sender, payload, status, attempts)
+             VALUES ($1, $2, $3, $4, $5, 'processing', 1)
+             RETURNING ${NEXT_ID} AS spare`,
+            [
+              id,
+              entry.receivedAt,
+              entry.source,
+              entry.sender,
+              JSON.stringify(entry.payload),
+              ...parts.params,
+            ],
+            { prepare: true },
+          ),
         ),
       )
-      .then((result) => {
-        this.written(seen);
-        this.ahead.id ??= result.rows[0]?.spare;
-      });
+      .then((result) => this.ahead.offer(result.rows[0]?.spare));
     return { entry, saved };
   }
 
@@ -214,12 +210,12 @@ export class InboxStore {
     const result = await this.db.query<{ spare: number }>(`SELECT ${NEXT_ID} AS spare`, [], {
       prepare: true,
     });
-    this.ahead.id ??= result.rows[0]?.spare;
+    this.ahead.offer(result.rows[0]?.spare);
   }
 
   /** Forgets the drawn id (SQL may have reset the sequence): the next message is `add`ed. */
   forgetAhead(): void {
-    this.ahead.id = undefined;
+    this.ahead.forget();
   }
 
   /**
@@ -235,7 +231,7 @@ export class InboxStore {
       [source, JSON.stringify({ message, attachments: [] }), response],
     );
     const id = result.rows[0]?.id ?? 0;
-    this.ahead.id = result.rows[0]?.spare;
+    this.ahead.offer(result.rows[0]?.spare);
     this.noteUnseen(id);
     return { id, source, message, response };
   }
@@ -288,7 +284,7 @@ export class InboxStore {
     const change = deliveredChange(ids);
     try {
       await this.relaxed.query(change.sql(1), change.params, { prepare: true });
-      this.written(ids);
+      this.delivered.written(ids);
     } catch (error) {
       // Not marked after all: the next console reply asks the database again.
       this.backlogChecked = false;
@@ -298,42 +294,19 @@ export class InboxStore {
 
   /**
    * Flags answers as received, soon: with the next message's insert (the next message usually
-   * follows), or alone after `DELIVERED_WRITE_MS`, or when the app closes; one statement less per
-   * turn. Meanwhile this store leaves them out of `undelivered` itself. A crash before the write
-   * shows them once more at the next start, as losing a relaxed commit could.
+   * follows), or alone a second later, or when the app closes (`DeliveredFlags`); one statement
+   * less per turn. Meanwhile this store leaves them out of `undelivered` itself. A crash before the
+   * write shows them once more at the next start, as losing a relaxed commit could.
    */
   noteDelivered(ids: number[]): void {
     if (ids.length === 0) return;
-    for (const id of ids) {
-      this.unseen.delete(id);
-      this.deliveredUnwritten.add(id);
-    }
-    this.deliveredTimer ??= setTimeout(() => {
-      this.deliveredTimer = undefined;
-      // Failed (the database is away): kept, and tried again with the next insert or note.
-      void this.flushDelivered().catch(() => undefined);
-    }, DELIVERED_WRITE_MS).unref();
+    for (const id of ids) this.unseen.delete(id);
+    this.delivered.note(ids);
   }
 
   /** Writes the flags `noteDelivered` still holds (before the app closes); kept if it fails. */
-  async flushDelivered(): Promise<void> {
-    clearTimeout(this.deliveredTimer);
-    this.deliveredTimer = undefined;
-    await this.markDelivered([...this.deliveredUnwritten]);
-  }
-
-  /** The "received" flags not written yet, as a part of an insert whose parameters end at `firstParam - 1`. */
-  private flagsRiding(firstParam: number): { seen: number[]; parts: { sql: string; params: unknown[] } } {
-    const seen = [...this.deliveredUnwritten];
-    return { seen, parts: withParts(seen.length > 0 ? [deliveredChange(seen)] : [], firstParam) };
-  }
-
-  private written(ids: number[]): void {
-    for (const id of ids) this.deliveredUnwritten.delete(id);
-    if (this.deliveredUnwritten.size === 0) {
-      clearTimeout(this.deliveredTimer);
-      this.deliveredTimer = undefined;
-    }
+  flushDelivered(): Promise<void> {
+    return this.delivered.flush();
   }
 
   /** Messages accepted but not finished, oldest first (to resume after a restart). */
@@ -353,7 +326,7 @@ export class InboxStore {
       [limit],
     );
     return result.rows
-      .filter((row) => !this.deliveredUnwritten.has(row.id))
+      .filter((row) => !this.delivered.has(row.id))
       .map((row) => ({ ...toEntry(row), response: row.response }));
   }
 
@@ -385,7 +358,7 @@ export class InboxStore {
        ORDER BY id LIMIT $3`,
       [beforeId, "owner" in audience ? channels : audience.source, limit],
     );
-    const rows = result.rows.filter((row) => !this.deliveredUnwritten.has(row.id));
+    const rows = result.rows.filter((row) => !this.delivered.has(row.id));
     if (owner && rows.length === 0) this.backlogChecked = true;
     return rows.map((row) => ({
       id: row.id,
@@ -402,6 +375,6 @@ export class InboxStore {
       "SELECT id FROM inbox WHERE id = ANY($1::int[]) AND NOT delivered",
       [ids],
     );
-    return new Set(result.rows.map((row) => row.id).filter((id) => !this.deliveredUnwritten.has(id)));
+    return new Set(result.rows.map((row) => row.id).filter((id) => !this.delivered.has(id)));
   }
 }

@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 import type { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from "@electric-sql/pglite";
 import type { Database, QueryOptions, QueryResult } from "./database.js";
+import { DatabaseUnavailableError, untilAborted } from "./unavailable.js";
 
 /**
  * PostgreSQL's default 128 MB of shared buffers are sized for a server with many users; PGlite
@@ -101,32 +102,43 @@ export async function openPglite(dataDir: string): Promise<Database> {
     startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS],
   });
   const prepared = new PreparedStatements(lite, protocol, parse);
+  /**
+   * In-process, it cannot be out of reach; once closed (the app stopping) it cannot be used, which
+   * is an outage like a server's: what was not saved is refused as such, what was is resumed at
+   * the next start.
+   */
+  const rethrow = (error: unknown): never => {
+    throw lite.closed ? new DatabaseUnavailableError(error) : error;
+  };
   const query = async <R>(sql: string, params: unknown[] = [], options?: QueryOptions) => {
-    if (options?.prepare) return prepared.run<R>(sql, params, false);
-    const result = await lite.query<R>(sql, params);
+    if (options?.prepare) return prepared.run<R>(sql, params, false).catch(rethrow);
+    const result = await lite.query<R>(sql, params).catch(rethrow);
     return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
   };
   return {
     kind: "pglite",
     relaxed: { query },
-    // In-process: it is never "away".
-    waitUntilAvailable: async () => {},
+    waitUntilAvailable: async (signal) => {
+      if (lite.closed) await untilAborted(signal);
+    },
     query,
     transaction: (fn) =>
-      lite.transaction(async (tx) =>
-        fn({
-          async query<R>(sql: string, params: unknown[] = [], options?: QueryOptions) {
-            if (options?.prepare) return prepared.run<R>(sql, params, true);
-            const result = await tx.query<R>(sql, params);
-            return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
-          },
-          async exec(sql: string) {
-            await tx.exec(sql);
-          },
-        }),
-      ),
+      lite
+        .transaction(async (tx) =>
+          fn({
+            async query<R>(sql: string, params: unknown[] = [], options?: QueryOptions) {
+              if (options?.prepare) return prepared.run<R>(sql, params, true);
+              const result = await tx.query<R>(sql, params);
+              return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+            },
+            async exec(sql: string) {
+              await tx.exec(sql);
+            },
+          }),
+        )
+        .catch(rethrow),
     async executeScript(sql) {
-      const results = await lite.exec(sql);
+      const results = await lite.exec(sql).catch(rethrow);
       return results.map((result) => ({
         command: undefined,
         columns: result.fields.map((field) => field.name),

@@ -16,6 +16,7 @@ import {
   type Logger,
 } from "@stavrobot/common";
 import { isDatabaseUnavailable } from "../db/database.js";
+import { retryLater } from "./outage.js";
 import type { Allowlist } from "../allowlist/allowlist.js";
 import type { InboxStore, UndeliveredAnswer } from "../db/inbox.js";
 import { CHANNEL_SOURCES, isChannel, isOwnerConsole, type Channel } from "../audience.js";
@@ -43,9 +44,24 @@ export interface ChatDeps {
 
 /**
  * `POST /chat`: validate everything, store inline files, save the message, wait for the reply.
- * Nothing is written until the whole request has been checked.
+ * Nothing is written until the whole request has been checked. A database outage before the
+ * message is saved (the allowlist, the insert) answers 503 with `Retry-After`: nothing is kept.
+ * Once saved, the message runs whatever happens; an outage then answers 503 `saved: true`
+ * without `Retry-After`, since sending it again would run it twice.
  */
 export function createChatHandler(deps: ChatDeps): Handler {
+  const handle = chatHandler(deps);
+  return async (ctx) => {
+    try {
+      return await handle(ctx);
+    } catch (error) {
+      if (isDatabaseUnavailable(error)) throw retryLater(NOT_SAVED_REPLY);
+      throw error;
+    }
+  };
+}
+
+function chatHandler(deps: ChatDeps): Handler {
   return async ({ req, res }) => {
     const body = await readValidJson(req, CHAT_BODY_LIMIT_BYTES, chatRequestSchema);
     const source = body.source ?? null;
@@ -83,7 +99,6 @@ export function createChatHandler(deps: ChatDeps): Handler {
       );
     } catch (error) {
       await removeFiles(written);
-      if (isDatabaseUnavailable(error)) throw new HttpError(503, NOT_SAVED_REPLY);
       throw error;
     }
     // A repeated delivery: the first one already brought these files.

@@ -100,4 +100,31 @@ describe("UsageMeter rows riding another write", () => {
     expect(inserted).toHaveLength(1);
     expect(await meter.writeWith(async (parts) => parts.length)).toBe(0);
   });
+
+  it("keeps the cost of calls for an entry never saved, without the link, even after a failed write", async () => {
+    const inserted: unknown[][] = [];
+    let fail = true;
+    const table: Queryable = {
+      async query<R>(sql: string, params: unknown[] = []) {
+        if (sql.startsWith("INSERT")) {
+          if (fail) throw new Error('violates foreign key constraint "usage_inbox_id_fkey"');
+          inserted.push(params);
+        }
+        return { rows: [{ today: 0, month: 0 }] as R[], rowCount: 0 };
+      },
+    };
+    const meter = new UsageMeter(table, {}, "UTC");
+    await meter.start();
+    const call = { kind: "turn" as const, model: "m", inputTokens: 5, outputTokens: 2, cacheReadTokens: 0 };
+    meter.record({ ...call, cacheWriteTokens: 0, costUsd: 0.25, inboxId: 7 });
+    await expect(meter.flush()).rejects.toThrow("usage_inbox_id_fkey");
+    meter.unlink(7);
+    meter.record({ ...call, cacheWriteTokens: 0, costUsd: 0.5, inboxId: 8 });
+    fail = false;
+    await meter.flush();
+    expect(inserted).toEqual([
+      ["turn", null, null, null, "m", 5, 2, 0, 0, 0.25, "turn", null, null, 8, "m", 5, 2, 0, 0, 0.5],
+    ]);
+    expect(meter.spent().daily).toBe(0.75);
+  });
 });

@@ -53,6 +53,8 @@ const COLUMNS = [
   "cost_usd",
 ] as const;
 
+const INBOX_COLUMN = COLUMNS.indexOf("inbox_id");
+
 /** The plugin named by a `plugin:<name>/<tool>` source. */
 export function pluginOfSource(source: string | null | undefined): string | null {
   const match = /^plugin:([a-z0-9-]+)\//.exec(source ?? "");
@@ -73,6 +75,8 @@ export class UsageMeter {
   private spentToday = 0;
   private spentThisMonth = 0;
   private pending: unknown[][] = [];
+  /** Inbox entries that were never saved (see `unlink`). */
+  private readonly unsaved = new Set<number>();
 
   constructor(
     private readonly db: Queryable,
@@ -108,6 +112,14 @@ export class UsageMeter {
     this.spentThisMonth += entry.costUsd;
   }
 
+  /**
+   * The entry's calls keep their cost but lose their link to it: its message was never saved (its
+   * insert failed while the model answered), and a row pointing at it would fail every write.
+   */
+  unlink(inboxId: number): void {
+    this.unsaved.add(inboxId);
+  }
+
   /** Writes the recorded calls (one statement); kept for the next flush if it fails. */
   async flush(): Promise<void> {
     await this.writeWith(async (parts) => {
@@ -123,13 +135,20 @@ export class UsageMeter {
   async writeWith<T>(write: (parts: StatementPart[]) => Promise<T>): Promise<T> {
     const rows = this.pending;
     this.pending = [];
-    const parts: StatementPart[] = rows.length === 0 ? [] : [insertRows(rows)];
+    const parts: StatementPart[] = rows.length === 0 ? [] : [insertRows(rows.map((row) => this.linked(row)))];
     try {
       return await write(parts);
     } catch (error) {
       this.pending = [...rows, ...this.pending];
       throw error;
     }
+  }
+
+  private linked(row: unknown[]): unknown[] {
+    if (this.unsaved.size === 0 || !this.unsaved.has(row[INBOX_COLUMN] as number)) return row;
+    const copy = [...row];
+    copy[INBOX_COLUMN] = null;
+    return copy;
   }
 
   /** Spending so far in the current day and month, in US dollars. */

@@ -260,6 +260,34 @@ describe("listen and closeServer", () => {
     await closeServer(first);
   });
 
+  it("answers an error the service maps with its status and headers, and only that error", async () => {
+    class Outage extends Error {}
+    const router = new Router()
+      .get("/away", () => Promise.reject(new Outage("connection refused to 10.0.0.5")))
+      .get("/bug", () => Promise.reject(new Error("internal detail")));
+    const server = createServer(
+      createRequestListener(router, {
+        logger: silentLogger,
+        mapError: (error) =>
+          error instanceof Outage
+            ? new HttpError(503, "Try again soon.", undefined, { "Retry-After": "5" })
+            : undefined,
+      }),
+    );
+    const port = await listen(server, 0);
+    try {
+      const away = await fetch(`http://127.0.0.1:${port}/away`);
+      expect(away.status).toBe(503);
+      expect(away.headers.get("retry-after")).toBe("5");
+      expect(await away.json()).toEqual({ error: "Try again soon." });
+      const bug = await fetch(`http://127.0.0.1:${port}/bug`);
+      expect(bug.status).toBe(500);
+      expect(await bug.json()).toEqual({ error: "Internal server error" });
+    } finally {
+      await closeServer(server);
+    }
+  });
+
   it("closeServer resolves promptly with an idle keep-alive connection open", async () => {
     const router = new Router().get("/ok", () => ({ json: { ok: true } }));
     const server = createServer(createRequestListener(router, { logger: silentLogger }));

@@ -12,6 +12,8 @@ export interface HandlerOptions {
   guard?: (ctx: Omit<RequestContext, "params">) => void | Promise<void>;
   /** Headers added to every response. */
   headers?: Record<string, string>;
+  /** The answer to an error of the service's own that is not the caller's fault (e.g. a database outage: 503). */
+  mapError?: (error: unknown) => HttpError | undefined;
 }
 
 /** The one mapping of domain errors to HTTP statuses. */
@@ -38,8 +40,8 @@ export function toHttpError(error: DomainError): HttpError {
 /**
  * Turns a Router into a node:http request listener. This is the one place where errors become
  * responses: an HttpError gives its status and message, a DomainError the status of its kind
- * (`DOMAIN_ERROR_STATUS`) and its message; anything else is logged and answered with a bare 500,
- * never echoing the internal message.
+ * (`DOMAIN_ERROR_STATUS`) and its message, an error `mapError` knows its answer; anything else is
+ * logged and answered with a bare 500, never echoing the internal message.
  */
 export function createRequestListener(router: Router, options: HandlerOptions) {
   return (req: IncomingMessage, res: ServerResponse): void => {
@@ -75,7 +77,7 @@ async function handle(
       res.destroy();
       return;
     }
-    const known = error instanceof DomainError ? toHttpError(error) : error;
+    const known = error instanceof DomainError ? toHttpError(error) : (options.mapError?.(error) ?? error);
     if (known instanceof HttpError) {
       send(
         res,
