@@ -65,7 +65,16 @@ export interface QueryOptions {
    * statements every turn runs. Its text must not embed values that change (use parameters).
    */
   prepare?: boolean;
+  /**
+   * This statement's values of these types (by OID) are read with these functions from
+   * PostgreSQL's text form (e.g. `numeric` as its exact digits), instead of the driver's default.
+   * Both drivers then give the same values: they differ for `int8`, `numeric` and their arrays.
+   */
+  parsers?: TextParsers;
 }
+
+/** Type OID to the function reading a value of that type from PostgreSQL's text form. */
+export type TextParsers = Readonly<Record<number, (text: string) => unknown>>;
 
 export interface Queryable {
   query<R = Record<string, unknown>>(
@@ -168,6 +177,15 @@ const types = {
   }) as typeof pg.types.getTypeParser,
 };
 
+/** The app's type parsers, with a statement's own (QueryOptions.parsers) in front. */
+function withParsers(parsers: TextParsers): pg.CustomTypesConfig {
+  return {
+    getTypeParser: ((oid: number, format?: string) =>
+      (format !== "binary" ? parsers[oid] : undefined) ??
+      types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+  };
+}
+
 /**
  * A query for `pg`: named when it is to be prepared (one name per statement text; `pg` prepares
  * it on each connection the first time that connection runs it).
@@ -179,13 +197,15 @@ function preparedNames(): (
 ) => pg.QueryConfig {
   const names = new Map<string, string>();
   return (sql, params, options) => {
-    if (!options?.prepare) return { text: sql, values: params };
+    const parsers = options?.parsers;
+    const custom = parsers ? { types: withParsers(parsers) } : {};
+    if (!options?.prepare) return { text: sql, values: params, ...custom };
     let name = names.get(sql);
     if (!name) {
       name = `stavrobot_${names.size + 1}`;
       names.set(sql, name);
     }
-    return { name, text: sql, values: params };
+    return { name, text: sql, values: params, ...custom };
   };
 }
 
