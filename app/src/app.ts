@@ -8,13 +8,14 @@ import {
   createLogger,
   createServiceClient,
   errorMessage,
-  listen,
+  listenOrRefuse,
   resolveInternalSecret,
   type Logger,
 } from "@stavrobot/common";
 import { ensureConfigFile, loadConfig, type AppConfig } from "./config.js";
 import { openDatabase, usesServer, type Database } from "./db/database.js";
 import { restrictUmask, securePrivateState } from "./private-state.js";
+import type { InstanceLock } from "./instance-lock.js";
 import { parseAppEnv } from "./env.js";
 import { resolvePaths } from "./paths.js";
 
@@ -36,6 +37,7 @@ import { StartupPhases } from "./startup-phases.js";
 import { APP_LAYOUT } from "./app-dir.js";
 import { openModelClient, warmUpFirstTurn } from "./agent/warm-up.js";
 import { wakingClient } from "./local/sibling.js";
+import { checkedIfOwn, type OwnSiblings } from "./local/own-sibling.js";
 import { MessageQueue } from "./queue.js";
 import { buildServer } from "./server.js";
 import { redactManagePluginsArguments } from "./tools/manage-plugins.js";
@@ -60,6 +62,10 @@ export interface AppOptions {
   logger?: Logger;
   /** Siblings `npm start` runs from their first use, by name: called before each request to one. */
   wake?: Readonly<Record<string, () => Promise<void>>>;
+  /** The data directory's lock (run.ts): told where the servers listen once they do. */
+  instanceLock?: InstanceLock;
+  /** The siblings `npm start` started for this app: each is checked to be its own before use. */
+  ownSiblings?: OwnSiblings;
 }
 
 export interface RunningApp {
@@ -147,22 +153,21 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const webhookSecret = randomBytes(32).toString("base64url");
     const basePrompt = readFileSync(findFile("system-prompt.txt"), "utf8");
     const budget = tokenBudget(config.contextTokensK, model.contextWindow);
-    const pluginRunner = createServiceClient({
-      baseUrl: settings.PLUGIN_RUNNER_URL,
-      bearer: internalSecret,
-      timeoutMs: 60_000,
-      logger: logger.child("plugin-runner"),
-    });
     const sibling = (name: string, baseUrl: string) =>
       wakingClient(
-        createServiceClient({
-          baseUrl,
-          bearer: internalSecret,
-          timeoutMs: 60_000,
-          logger: logger.child(name),
-        }),
+        checkedIfOwn(
+          createServiceClient({
+            baseUrl,
+            bearer: internalSecret,
+            timeoutMs: 60_000,
+            logger: logger.child(name),
+          }),
+          name,
+          options.ownSiblings,
+        ),
         options.wake?.[name],
       );
+    const pluginRunner = sibling("plugin-runner", settings.PLUGIN_RUNNER_URL);
     const pythonRunner = sibling("python-runner", settings.PYTHON_RUNNER_URL);
     const coder = sibling("coder", settings.CODER_URL);
     const details = new PluginDetailCache(pluginRunner);
@@ -451,10 +456,17 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const external = createHttpServer(listeners.external);
     const internal = createHttpServer(listeners.internal);
     const host = settings.HOST;
-    const boundPort = await listen(external, port, host);
+    const boundPort = await listenOrRefuse(external, { service: "app", port, host, variable: "PORT" });
     cleanup.unshift(() => closeServer(external));
-    const boundInternal = await listen(internal, internalPort, settings.INTERNAL_HOST ?? host);
+    const internalHost = settings.INTERNAL_HOST ?? host;
+    const boundInternal = await listenOrRefuse(internal, {
+      service: "app (internal)",
+      port: internalPort,
+      host: internalHost,
+      variable: "INTERNAL_PORT",
+    });
     cleanup.unshift(() => closeServer(internal));
+    options.instanceLock?.update({ port: boundPort, internalPort: boundInternal, internalHost });
     worker.start();
     if (telegramApi) {
       const stop = registerWebhook(telegramApi, {
