@@ -55,6 +55,7 @@ import { registerWebhook } from "./channels/telegram/registration.js";
 import { OutboxFiles } from "./delivery/compose.js";
 import { wireChannels } from "./channels/wiring.js";
 import { UsageMeter, type UsageRecord } from "./usage/meter.js";
+import { BackupSchedule } from "./db/backup-schedule.js";
 import { spendOfAssistant, spendOfCall } from "./usage/pricing.js";
 
 export interface AppOptions {
@@ -86,7 +87,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   const settings = parseAppEnv(env);
   const logger = options.logger ?? createLogger("app");
   const phases = new StartupPhases(logger);
-  const { dataDir, configPath, secretFile, filesDir, uploadsDir, outboxDir } = resolvePaths(settings);
+  const { dataDir, configPath, secretFile, filesDir, uploadsDir, outboxDir, backupDir } =
+    resolvePaths(settings);
   const pgliteDir = join(dataDir, "pglite");
   // Before anything is written: the config, the embedded database and stored files are the
   // owner's alone, even when plugin users share the machine (`npm start` as root).
@@ -387,6 +389,17 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
 
     late.queue = queue;
 
+    // The embedded database's daily backup, taken here while it runs (a server has pg-backup).
+    const backups = db.embedded
+      ? new BackupSchedule({
+          files: db.embedded,
+          destDir: backupDir,
+          intervalMs: settings.BACKUP_INTERVAL_SECONDS * 1000,
+          logger: logger.child("backup"),
+        })
+      : undefined;
+    if (backups) cleanup.unshift(() => backups.stop());
+
     // For the admin UI's home page: the siblings this configuration uses, and the webhook's state.
     const services = {
       "plugin-runner": pluginRunner,
@@ -419,6 +432,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       },
       password: config.password,
       internalSecret,
+      backup: backups && (() => backups.backup()),
       logger: logger.child("http"),
     });
     // Before listening: the first turn finds the conversation, the provider's library and the
@@ -468,6 +482,11 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     cleanup.unshift(() => closeServer(internal));
     options.instanceLock?.update({ port: boundPort, internalPort: boundInternal, internalHost });
     worker.start();
+    if (backups && settings.BACKUP_INTERVAL_SECONDS > 0) {
+      void backups.start().catch((error: unknown) => {
+        logger.error("could not schedule backups", { error: errorMessage(error) });
+      });
+    }
     if (telegramApi) {
       const stop = registerWebhook(telegramApi, {
         url: `${publicHostname}/telegram/webhook`,

@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
@@ -8,7 +8,7 @@ import { z } from "zod";
 import { Router, basicAuthHeader, runService, silentLogger } from "@stavrobot/common";
 import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { PASSWORD, configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
-import { freePort, repoRoot, startAppProcess, type AppProcess } from "./helpers/process.js";
+import { freePort, runToExit, startAppProcess, type AppProcess } from "./helpers/process.js";
 
 // Two instances on one machine: one data directory has one running instance, and a second
 // checkout that finds a port taken stops at once saying which, in one line.
@@ -27,32 +27,6 @@ afterEach(async () => {
   await fake?.close();
   fake = undefined;
 });
-
-const isRoot = process.getuid?.() === 0;
-
-/**
- * Runs a command of the repository to its exit: its code and everything it wrote. As root, the
- * process runs without the capabilities that let root write anywhere (as any other user would).
- */
-async function runToExit(
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  options: { asOrdinaryUser?: boolean } = {},
-): Promise<{ code: number | null; output: string }> {
-  const node = [process.execPath, "--conditions=source", "--import", "tsx", ...args];
-  const command =
-    options.asOrdinaryUser && isRoot
-      ? ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", ...node]
-      : node;
-  const child = spawn(command[0] as string, command.slice(1), { cwd: repoRoot, env });
-  let output = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  clearTimeout(killer);
-  return { code, output };
-}
 
 const LAUNCHER = ["app/src/start-local.ts"];
 

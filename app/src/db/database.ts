@@ -138,6 +138,17 @@ export interface Database extends Queryable {
   /** Runs one or more statements separated by semicolons (simple query protocol). */
   executeScript(sql: string): Promise<StatementResult[]>;
   close(): Promise<void>;
+  /** The embedded database only: where its files are, and a moment when nothing writes them. */
+  readonly embedded?: EmbeddedFiles;
+}
+
+export interface EmbeddedFiles {
+  dataDir: string;
+  /**
+   * Runs `fn` between transactions, while no statement runs: the files on disk are then a
+   * consistent image (as after a kill, with every commit in them). Statements wait meanwhile.
+   */
+  exclusively<T>(fn: () => T | Promise<T>): Promise<T>;
 }
 
 export interface DatabaseOptions {

@@ -148,5 +148,10 @@ export async function openPglite(dataDir: string): Promise<Database> {
       }));
     },
     close: () => lite.close(),
+    embedded: {
+      dataDir,
+      // As PGlite's own close(): the transaction lock, then the statement lock.
+      exclusively: (fn) => lite._runExclusiveTransaction(() => lite._runExclusiveQuery(async () => fn())),
+    },
   };
 }
