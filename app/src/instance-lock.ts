@@ -84,7 +84,7 @@ export function cannotWrite(error: unknown, dataDir: string): StartRefused | und
       : code === "ENOTDIR"
         ? "a part of that path is a file, not a directory"
         : `this user${uid === undefined ? "" : ` (uid ${uid})`} may not write there` +
-          (uid === undefined ? "" : `: make it theirs (e.g. sudo chown -R ${uid} ${dataDir})`);
+          (uid === undefined ? "" : `: give it to this user (e.g. sudo chown -R ${uid} ${dataDir})`);
   return new StartRefused(
     `Cannot write ${where} (${code}): ${fix}, or set DATA_DIR to a directory this user can write.`,
     EXIT_CANNOT_WRITE,

@@ -1,7 +1,7 @@
 /**
  * The backup of the embedded database while the app runs on it. PGlite's own `dumpDataDir` holds
- * the database for as long as it builds its archive in memory (0.6 s for 60 MB, 5 s for 360 MB,
- * measured), and every statement waits meanwhile. Here the files are copied twice instead: once
+ * the database for as long as it builds the whole archive in memory, a time that grows with the
+ * database (seconds for a few hundred MB), and every statement waits meanwhile. Here the files are copied twice instead: once
  * while the database works on, then, while no statement runs (`EmbeddedFiles.exclusively`), again
  * only those that changed since the first copy began, which makes the copy a consistent image.
  * The archive is then written from that copy, compressed, with the database free.
