@@ -8,13 +8,14 @@ import {
   createLogger,
   createServiceClient,
   errorMessage,
-  listen,
+  listenOrRefuse,
   resolveInternalSecret,
   type Logger,
 } from "@stavrobot/common";
 import { ensureConfigFile, loadConfig, type AppConfig } from "./config.js";
 import { openDatabase, usesServer, type Database } from "./db/database.js";
 import { restrictUmask, securePrivateState } from "./private-state.js";
+import type { InstanceLock } from "./instance-lock.js";
 import { parseAppEnv } from "./env.js";
 import { resolvePaths } from "./paths.js";
 
@@ -37,6 +38,7 @@ import { APP_LAYOUT } from "./app-dir.js";
 import { warmUpFirstTurn } from "./agent/warm-up.js";
 import { openModelClient } from "./model/client.js";
 import { wakingClient } from "./local/sibling.js";
+import { checkedIfOwn, type OwnSiblings } from "./local/own-sibling.js";
 import { MessageQueue } from "./queue.js";
 import { ANSWER_EVENT, LiveEvents } from "./live/events.js";
 import { buildServer } from "./server.js";
@@ -55,6 +57,7 @@ import { registerWebhook } from "./channels/telegram/registration.js";
 import { OutboxFiles } from "./delivery/compose.js";
 import { wireChannels } from "./channels/wiring.js";
 import { UsageMeter, type UsageRecord } from "./usage/meter.js";
+import { BackupSchedule } from "./db/backup-schedule.js";
 import { createPriceList, spendOfAssistant, spendOfCall } from "./usage/pricing.js";
 
 export interface AppOptions {
@@ -62,6 +65,10 @@ export interface AppOptions {
   logger?: Logger;
   /** Siblings `npm start` runs from their first use, by name: called before each request to one. */
   wake?: Readonly<Record<string, () => Promise<void>>>;
+  /** The data directory's lock (run.ts): told where the servers listen once they do. */
+  instanceLock?: InstanceLock;
+  /** The siblings `npm start` started for this app: each is checked to be its own before use. */
+  ownSiblings?: OwnSiblings;
 }
 
 export interface RunningApp {
@@ -86,7 +93,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   const settings = parseAppEnv(env);
   const logger = options.logger ?? createLogger("app");
   const phases = new StartupPhases(logger);
-  const { dataDir, configPath, secretFile, filesDir, uploadsDir, outboxDir } = resolvePaths(settings);
+  const { dataDir, configPath, secretFile, filesDir, uploadsDir, outboxDir, backupDir } =
+    resolvePaths(settings);
   const pgliteDir = join(dataDir, "pglite");
   // Before anything is written: the config, the embedded database and stored files are the
   // owner's alone, even when plugin users share the machine (`npm start` as root).
@@ -160,22 +168,21 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const webhookSecret = randomBytes(32).toString("base64url");
     const basePrompt = readFileSync(findFile("system-prompt.txt"), "utf8");
     const budget = tokenBudget(config.contextTokensK, model.contextWindow);
-    const pluginRunner = createServiceClient({
-      baseUrl: settings.PLUGIN_RUNNER_URL,
-      bearer: internalSecret,
-      timeoutMs: 60_000,
-      logger: logger.child("plugin-runner"),
-    });
     const sibling = (name: string, baseUrl: string) =>
       wakingClient(
-        createServiceClient({
-          baseUrl,
-          bearer: internalSecret,
-          timeoutMs: 60_000,
-          logger: logger.child(name),
-        }),
+        checkedIfOwn(
+          createServiceClient({
+            baseUrl,
+            bearer: internalSecret,
+            timeoutMs: 60_000,
+            logger: logger.child(name),
+          }),
+          name,
+          options.ownSiblings,
+        ),
         options.wake?.[name],
       );
+    const pluginRunner = sibling("plugin-runner", settings.PLUGIN_RUNNER_URL);
     const pythonRunner = sibling("python-runner", settings.PYTHON_RUNNER_URL);
     const coder = sibling("coder", settings.CODER_URL);
     const details = new PluginDetailCache(pluginRunner);
@@ -411,6 +418,17 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
 
     late.queue = queue;
 
+    // The embedded database's daily backup, taken here while it runs (a server has pg-backup).
+    const backups = db.embedded
+      ? new BackupSchedule({
+          files: db.embedded,
+          destDir: backupDir,
+          intervalMs: settings.BACKUP_INTERVAL_SECONDS * 1000,
+          logger: logger.child("backup"),
+        })
+      : undefined;
+    if (backups) cleanup.unshift(() => backups.stop());
+
     // For the admin UI's home page: the siblings this configuration uses, and the webhook's state.
     const services = {
       "plugin-runner": pluginRunner,
@@ -444,6 +462,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       },
       password: config.password,
       internalSecret,
+      backup: backups && (() => backups.backup()),
       logger: logger.child("http"),
     });
     // Before listening: the first turn finds the conversation, the provider's library and the
@@ -481,13 +500,25 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const external = createHttpServer(listeners.external);
     const internal = createHttpServer(listeners.internal);
     const host = settings.HOST;
-    const boundPort = await listen(external, port, host);
+    const boundPort = await listenOrRefuse(external, { service: "app", port, host, variable: "PORT" });
     cleanup.unshift(() => closeServer(external));
-    const boundInternal = await listen(internal, internalPort, settings.INTERNAL_HOST ?? host);
+    const internalHost = settings.INTERNAL_HOST ?? host;
+    const boundInternal = await listenOrRefuse(internal, {
+      service: "app (internal)",
+      port: internalPort,
+      host: internalHost,
+      variable: "INTERNAL_PORT",
+    });
     cleanup.unshift(() => closeServer(internal));
     // Open event streams end first, so closing the external server does not wait for them.
     cleanup.unshift(async () => live.close());
+    options.instanceLock?.update({ port: boundPort, internalPort: boundInternal, internalHost });
     worker.start();
+    if (backups && settings.BACKUP_INTERVAL_SECONDS > 0) {
+      void backups.start().catch((error: unknown) => {
+        logger.error("could not schedule backups", { error: errorMessage(error) });
+      });
+    }
     if (telegramApi) {
       const stop = registerWebhook(telegramApi, {
         url: `${publicHostname}/telegram/webhook`,

@@ -20,6 +20,10 @@ export const appEnvSchema = z.object({
   SIGNAL_BRIDGE_URL: z.url().default("http://127.0.0.1:8081"),
   STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).optional(),
   TZ: z.string().optional(),
+  /** Where backups go (`npm run backup`, and the app's own of the embedded database). */
+  BACKUP_DIR: z.string().min(1).optional(),
+  /** Time between the embedded database's backups by the running app; 0: none (as pg-backup's). */
+  BACKUP_INTERVAL_SECONDS: z.coerce.number().int().min(0).default(86_400),
 });
 
 export type AppEnv = z.infer<typeof appEnvSchema>;

@@ -10,11 +10,13 @@ export interface AppPaths {
   uploadsDir: string;
   /** The delivery outbox's copies of attachments waiting to be sent. */
   outboxDir: string;
+  /** Backups: BACKUP_DIR, else `$DATA_DIR/backups`. */
+  backupDir: string;
 }
 
-/** Where everything lives, from DATA_DIR, CONFIG_PATH and STAVROBOT_INTERNAL_SECRET_FILE. */
+/** Where everything lives, from DATA_DIR, CONFIG_PATH, STAVROBOT_INTERNAL_SECRET_FILE and BACKUP_DIR. */
 export function resolvePaths(
-  env: Pick<AppEnv, "DATA_DIR" | "CONFIG_PATH" | "STAVROBOT_INTERNAL_SECRET_FILE">,
+  env: Pick<AppEnv, "DATA_DIR" | "CONFIG_PATH" | "STAVROBOT_INTERNAL_SECRET_FILE" | "BACKUP_DIR">,
 ): AppPaths {
   const dataDir = resolve(env.DATA_DIR);
   const configPath = resolve(env.CONFIG_PATH ?? join(dataDir, "main", "config.toml"));
@@ -26,5 +28,6 @@ export function resolvePaths(
     filesDir,
     uploadsDir: join(filesDir, "uploads"),
     outboxDir: join(dataDir, "outbox"),
+    backupDir: resolve(env.BACKUP_DIR ?? join(dataDir, "backups")),
   };
 }

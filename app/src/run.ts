@@ -1,27 +1,51 @@
-import { ConfigError, createLogger } from "@stavrobot/common";
+import { ConfigError, EXIT_CONFIG, StartRefused, createLogger, type Logger } from "@stavrobot/common";
 import { startApp, type AppOptions, type RunningApp } from "./app.js";
+import { parseAppEnv } from "./env.js";
+import { acquireInstanceLock, cannotWrite, type InstanceLock } from "./instance-lock.js";
+import { resolvePaths } from "./paths.js";
+
+export interface MainOptions {
+  /** Runs after the app closed, before the process exits (`npm start` stops its siblings). */
+  beforeExit?: () => Promise<void>;
+  wake?: AppOptions["wake"];
+  /** The data directory's lock, when the caller took it already (`npm start`, before its siblings). */
+  lock?: InstanceLock;
+  ownSiblings?: AppOptions["ownSiblings"];
+}
 
 /**
  * Starts the app as this process's job and shuts it down cleanly on SIGINT/SIGTERM (the embedded
  * database must close). `main.ts` (the image) and `start-local.ts` (`npm start`) call it; it is
- * not an entry itself, so a bundle holding both never starts the app twice.
+ * not an entry itself, so a bundle holding both never starts the app twice. A start refused for a
+ * reason of this machine (another instance on the data directory, a port in use, a directory it
+ * may not write) ends in one line saying how to fix it, not a stack trace.
  */
 export async function main(
   env: NodeJS.ProcessEnv = process.env,
-  beforeExit: () => Promise<void> = async () => {},
-  wake: AppOptions["wake"] = {},
+  options: MainOptions = {},
 ): Promise<RunningApp> {
   const logger = createLogger("app");
+  const beforeExit = options.beforeExit ?? (async () => {});
   let app: RunningApp;
+  let lock: InstanceLock;
   try {
-    app = await startApp({ env, logger, wake });
+    lock = options.lock ?? acquireInstanceLock(resolvePaths(parseAppEnv(env)).dataDir);
   } catch (error) {
     await beforeExit();
-    if (error instanceof ConfigError) {
-      logger.error(error.message);
-      process.exit(78);
-    }
-    throw error;
+    return exitForRefusal(error, env, logger);
+  }
+  try {
+    app = await startApp({
+      env,
+      logger,
+      wake: options.wake,
+      instanceLock: lock,
+      ownSiblings: options.ownSiblings,
+    });
+  } catch (error) {
+    await beforeExit();
+    lock.release();
+    return exitForRefusal(error, env, logger);
   }
   let closing = false;
   const shutdown = (signal: string) => {
@@ -31,9 +55,32 @@ export async function main(
     void app
       .close()
       .then(beforeExit)
+      .then(() => lock.release())
       .then(() => process.exit(0));
   };
   process.on("SIGINT", () => shutdown("SIGINT"));
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   return app;
+}
+
+/** Exits with the refusal's code and its one line; rethrows what is not a refusal (a bug). */
+export function exitForRefusal(error: unknown, env: NodeJS.ProcessEnv, logger: Logger): never {
+  if (error instanceof ConfigError) {
+    logger.error(error.message);
+    process.exit(EXIT_CONFIG);
+  }
+  const refusal = error instanceof StartRefused ? error : cannotWrite(error, dataDirOf(env));
+  if (refusal) {
+    logger.error(refusal.message);
+    process.exit(refusal.exitCode);
+  }
+  throw error;
+}
+
+function dataDirOf(env: NodeJS.ProcessEnv): string {
+  try {
+    return resolvePaths(parseAppEnv(env)).dataDir;
+  } catch {
+    return "the data directory";
+  }
 }

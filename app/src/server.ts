@@ -28,6 +28,8 @@ import { addStatusRoutes } from "./routes/status.js";
 import { addWebRoutes } from "./routes/web-pages.js";
 import { checkOrigin } from "./web/security.js";
 import type { StatusDeps } from "./web/status.js";
+import type { LiveBackup } from "./db/live-backup.js";
+import { createBackupHandler } from "./routes/backup.js";
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   db: Database;
@@ -45,6 +47,8 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   usage: UsageRouteDeps;
   /** What the admin UI needs besides the routes' own dependencies. */
   web: WebDeps;
+  /** On the embedded database: takes a backup now (`npm run backup` while the app runs). */
+  backup: (() => Promise<LiveBackup>) | undefined;
 }
 
 export interface WebDeps {
@@ -79,7 +83,8 @@ const unauthorized = (): HttpError =>
 
 /**
  * Two listeners: the external one (owner's password, HTTP Basic, username ignored) and the
- * internal one (sibling services, Bearer internal secret) that only accepts `POST /chat`.
+ * internal one (Bearer internal secret) that only accepts `POST /chat` (sibling services) and
+ * `POST /backup` (`npm run backup` while the app runs on the embedded database).
  */
 export function buildServer(deps: ServerDeps): { external: RequestListener; internal: RequestListener } {
   const chat = createChatHandler(deps);
@@ -119,7 +124,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
       }),
     );
   }
-  const internal = new Router().post("/chat", chat);
+  const internal = new Router().post("/chat", chat).post("/backup", createBackupHandler(deps.backup));
   const securityHeaders = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",

@@ -5,17 +5,22 @@
  * python-runner from its first use, the coder when `[coder]` is configured, the Signal bridge
  * when `[signal]`.
  */
+import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import { EXIT_CONFIG, createLogger, errorMessage, parseEnv } from "@stavrobot/common";
+import { EXIT_CONFIG, EXIT_IN_USE, createLogger, errorMessage, parseEnv } from "@stavrobot/common";
+import type { RunningApp } from "./app.js";
 import { APP_LAYOUT } from "./app-dir.js";
 import { loadConfig, type AppConfig } from "./config.js";
 import { parseAppEnv } from "./env.js";
 import { startSibling, type Sibling } from "./local/sibling.js";
 import { toolPathFor } from "./local/tool-path.js";
-import { main } from "./run.js";
+import { exitForRefusal, main } from "./run.js";
 import { resolvePaths } from "./paths.js";
+import { acquireInstanceLock } from "./instance-lock.js";
+import type { OwnSiblings } from "./local/own-sibling.js";
+import { refusePortsInUse, type PortClaim } from "./local/ports.js";
 
 /** A sibling's loopback port: the app is told where it is, so "any free port" (0) will not do. */
 const port = (fallback: number) => z.coerce.number().int().min(1).max(65535).default(fallback);
@@ -48,6 +53,41 @@ const ports = {
   signalBridge: launcherEnv.SIGNAL_BRIDGE_PORT,
 };
 const config = readConfig();
+// One data directory, one instance: taken before any sibling starts on it.
+const lock = await refuseOrRun(async () => acquireInstanceLock(paths.dataDir));
+/** Every port this start listens on, checked at once so a second checkout learns all it must move. */
+const claims: PortClaim[] = [
+  { port: settings.PORT, host: settings.HOST, variable: "PORT" },
+  { port: ports.internal, host: settings.INTERNAL_HOST ?? settings.HOST, variable: "INTERNAL_PORT" },
+  { port: ports.pluginRunner, host: "127.0.0.1", variable: "PLUGIN_RUNNER_PORT" },
+  { port: ports.pythonRunner, host: "127.0.0.1", variable: "PYTHON_RUNNER_PORT" },
+  ...(config?.coder ? [{ port: ports.coder, host: "127.0.0.1", variable: "CODER_PORT" }] : []),
+  ...(config?.signal
+    ? [{ port: ports.signalBridge, host: "127.0.0.1", variable: "SIGNAL_BRIDGE_PORT" }]
+    : []),
+];
+await refuseOrRun(() => refusePortsInUse(claims));
+// The siblings show it in GET /health; the app uses a sibling only once it showed this one.
+const instance = randomUUID();
+const variables: Record<string, string> = {
+  "plugin-runner": "PLUGIN_RUNNER_PORT",
+  "python-runner": "PYTHON_RUNNER_PORT",
+  coder: "CODER_PORT",
+  "signal-bridge": "SIGNAL_BRIDGE_PORT",
+};
+const urlVariables: Record<string, string> = {
+  "plugin-runner": "PLUGIN_RUNNER_URL",
+  "python-runner": "PYTHON_RUNNER_URL",
+  coder: "CODER_URL",
+  "signal-bridge": "SIGNAL_BRIDGE_URL",
+};
+// A sibling the app is pointed at by URL is not one this launcher started.
+const ownSiblings: OwnSiblings = {
+  instance,
+  variables: Object.fromEntries(
+    Object.entries(variables).filter(([name]) => !env[urlVariables[name] as string]),
+  ),
+};
 
 /** What every sibling gets: loopback, the internal secret, the way back to the app. */
 const common = {
@@ -58,8 +98,11 @@ const common = {
   HOST: "127.0.0.1",
   APP_INTERNAL_URL: `http://127.0.0.1:${ports.internal}`,
   STAVROBOT_INTERNAL_SECRET_FILE: paths.secretFile,
+  STAVROBOT_INSTANCE_ID: instance,
   ...pick(["STAVROBOT_INTERNAL_SECRET"]),
 };
+/** An eager sibling that could not listen stops the start (it said which port and variable). */
+const portInUse = () => void stopStart();
 // The siblings run the way this launcher does: bundled (npm start), compiled, or from sources (tests).
 const { rootDir, codeDir } = APP_LAYOUT;
 const entry = (service: string) => join(rootDir, service, codeDir, codeDir === "src" ? "main.ts" : "main.js");
@@ -70,9 +113,11 @@ const siblings: Sibling[] = [
     {
       name: "plugin-runner",
       entry: entry("plugin-runner"),
+      onPortInUse: portInUse,
       env: {
         ...common,
         PORT: String(ports.pluginRunner),
+        STAVROBOT_PORT_VARIABLE: "PLUGIN_RUNNER_PORT",
         PLUGINS_DIR: pluginsDir,
         PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
         PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
@@ -92,6 +137,7 @@ const siblings: Sibling[] = [
       env: {
         ...common,
         PORT: String(ports.pythonRunner),
+        STAVROBOT_PORT_VARIABLE: "PYTHON_RUNNER_PORT",
         PYTHON_RUNNER_STATE_DIR: join(paths.dataDir, "python-runner"),
         PYTHON_RUNNER_TOOL_PATH: env.PYTHON_RUNNER_TOOL_PATH ?? toolPathFor(env.PATH ?? ""),
         ...pick(["PYTHON_RUNNER_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE"]),
@@ -106,9 +152,11 @@ if (config?.coder) {
       {
         name: "coder",
         entry: entry("coder"),
+        onPortInUse: portInUse,
         env: {
           ...common,
           PORT: String(ports.coder),
+          STAVROBOT_PORT_VARIABLE: "CODER_PORT",
           PLUGINS_DIR: pluginsDir,
           CODER_MODEL: config.coder.model,
           CODER_CREDENTIALS_DIR: join(paths.dataDir, "coder"),
@@ -128,9 +176,11 @@ if (config?.signal) {
       {
         name: "signal-bridge",
         entry: entry("signal-bridge"),
+        onPortInUse: portInUse,
         env: {
           ...common,
           PORT: String(ports.signalBridge),
+          STAVROBOT_PORT_VARIABLE: "SIGNAL_BRIDGE_PORT",
           SIGNAL_ACCOUNT: config.signal.account,
           SIGNAL_CLI_CONFIG_DIR: join(paths.dataDir, "signal-cli"),
           SIGNAL_BRIDGE_STATE_DIR: join(paths.dataDir, "signal-bridge"),
@@ -149,7 +199,10 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 }
 
 const pythonRunner = siblings[1] as Sibling;
-await main(
+const stopSiblings = async () => {
+  await Promise.all(siblings.map((sibling) => sibling.stop()));
+};
+const app: Promise<RunningApp> = main(
   {
     ...env,
     PLUGIN_RUNNER_URL: env.PLUGIN_RUNNER_URL ?? `http://127.0.0.1:${ports.pluginRunner}`,
@@ -157,11 +210,28 @@ await main(
     CODER_URL: env.CODER_URL ?? `http://127.0.0.1:${ports.coder}`,
     SIGNAL_BRIDGE_URL: env.SIGNAL_BRIDGE_URL ?? `http://127.0.0.1:${ports.signalBridge}`,
   },
-  async () => {
-    await Promise.all(siblings.map((sibling) => sibling.stop()));
-  },
-  { "python-runner": () => pythonRunner.wake() },
+  { beforeExit: stopSiblings, wake: { "python-runner": () => pythonRunner.wake() }, lock, ownSiblings },
 );
+await app;
+
+/** Closes what has started (the app once it is up), then exits with EXIT_IN_USE. */
+async function stopStart(): Promise<never> {
+  logger.error("stopping: a service of this start could not listen on its port (see above)");
+  const running = await app.catch(() => undefined);
+  await running?.close();
+  await stopSiblings();
+  lock.release();
+  process.exit(EXIT_IN_USE);
+}
+
+/** Runs a step of the start; a refusal ends the process in one line. */
+async function refuseOrRun<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    return exitForRefusal(error, env, logger);
+  }
+}
 
 /** The config when it exists and parses; the app itself reports (and exits on) a bad one. */
 function readConfig(): Readonly<AppConfig> | undefined {

@@ -72,6 +72,22 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * A start that cannot go on for a reason of this machine, not of the program: a port another
+ * process holds, a data directory another instance runs on, a directory it may not write. The
+ * message is one line saying what and how to fix it; the process prints it and exits with
+ * `exitCode` (`EXIT_IN_USE`, `EXIT_CANNOT_WRITE`) instead of a stack trace.
+ */
+export class StartRefused extends Error {
+  readonly exitCode: number;
+
+  constructor(message: string, exitCode: number) {
+    super(message);
+    this.name = "StartRefused";
+    this.exitCode = exitCode;
+  }
+}
+
 /** A call to a sibling service failed: unreachable, timed out, or answered with an error status. */
 export class ServiceError extends Error {
   readonly status: number | undefined;

@@ -3,18 +3,27 @@
  *
  * With DATABASE_URL or PG* variables set, the database is a server: these run
  * scripts/pg-backup.sh --once and scripts/pg-restore.sh (pg_dump and psql must be installed).
- * Otherwise they back up or restore the embedded database in $DATA_DIR/pglite; the app must be
- * stopped first. Backups go to --dir, else $BACKUP_DIR, else $DATA_DIR/backups.
+ * Otherwise they back up or restore the embedded database in $DATA_DIR/pglite. While the app runs
+ * there, a backup is asked of it (it takes it without stopping) and a restore is refused; while
+ * it is stopped, both hold the data directory's lock, so it cannot start meanwhile. Backups go to
+ * --dir, else $BACKUP_DIR, else $DATA_DIR/backups.
  */
 import { spawnSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { createLogger } from "@stavrobot/common";
+import {
+  ConfigError,
+  StartRefused,
+  createLogger,
+  errorMessage,
+  resolveInternalSecret,
+} from "@stavrobot/common";
 import { parseAppEnv } from "../env.js";
 import { resolvePaths } from "../paths.js";
 import { BackupError, backupEmbedded, restoreEmbedded } from "./backup.js";
 import { usesServer } from "./database.js";
+import { acquireInstanceLock, runningInstance, type InstanceRecord } from "../instance-lock.js";
 
 const USAGE = "usage: npm run backup [-- --dir DIR]  |  npm run restore -- ARCHIVE [--force]";
 const scriptsDir = fileURLToPath(new URL("../../../scripts/", import.meta.url));
@@ -30,23 +39,80 @@ async function main(argv: string[]): Promise<number> {
     options: { dir: { type: "string" }, force: { type: "boolean", default: false } },
   });
   const [command, archive, ...extra] = positionals;
-  const { dataDir } = resolvePaths(parseAppEnv(env));
+  const paths = resolvePaths(parseAppEnv(env));
+  const pgliteDir = join(paths.dataDir, "pglite");
   if (command === "backup" && archive === undefined && !values.force) {
-    const destDir = values.dir
-      ? resolve(userCwd, values.dir)
-      : resolve(env.BACKUP_DIR ?? join(dataDir, "backups"));
+    const destDir = values.dir ? resolve(userCwd, values.dir) : paths.backupDir;
     if (usesServer(env)) return runScript("pg-backup.sh", ["--once"], { BACKUP_DIR: destDir });
-    await backupEmbedded(join(dataDir, "pglite"), destDir, new Date(), logger);
+    const running = runningInstance(paths.dataDir);
+    if (running) {
+      if (values.dir !== undefined) {
+        throw new BackupError(
+          `The app (pid ${running.pid}) is running on ${paths.dataDir}, so it takes the backup itself, ` +
+            `into its BACKUP_DIR: run npm run backup without --dir, or stop the app first.`,
+        );
+      }
+      return askRunningApp(running, resolveInternalSecret({ env, file: paths.secretFile, create: false }));
+    }
+    await whileLocked(paths.dataDir, () => backupEmbedded(pgliteDir, destDir, new Date(), logger));
     return 0;
   }
   if (command === "restore" && archive !== undefined && extra.length === 0 && values.dir === undefined) {
     const path = resolve(userCwd, archive);
     if (usesServer(env)) return runScript("pg-restore.sh", [...(values.force ? ["--force"] : []), path]);
-    await restoreEmbedded(path, join(dataDir, "pglite"), { force: values.force, logger });
+    await whileLocked(paths.dataDir, () => restoreEmbedded(path, pgliteDir, { force: values.force, logger }));
     return 0;
   }
   console.error(USAGE);
   return 2;
+}
+
+/**
+ * Runs `step` holding the data directory's lock, so the app cannot start on the database while
+ * it is backed up or replaced; refuses while an app runs there.
+ */
+async function whileLocked<T>(dataDir: string, step: () => Promise<T>): Promise<T> {
+  let lock;
+  try {
+    lock = acquireInstanceLock(dataDir);
+  } catch (error) {
+    if (error instanceof StartRefused) throw new BackupError(error.message);
+    throw error;
+  }
+  try {
+    return await step();
+  } finally {
+    lock.release();
+  }
+}
+
+/** `POST /backup` to the app running on this data directory: it takes the backup while it runs. */
+async function askRunningApp(running: InstanceRecord, secret: string): Promise<number> {
+  if (running.internalPort === undefined) {
+    throw new BackupError(`The app (pid ${running.pid}) is still starting: try again in a moment.`);
+  }
+  const host =
+    !running.internalHost || /^(0\.0\.0\.0|::)$/.test(running.internalHost)
+      ? "127.0.0.1"
+      : running.internalHost;
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${running.internalPort}/backup`;
+  logger.info(`the app (pid ${running.pid}) is running: asking it for the backup`);
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${secret}` },
+      signal: AbortSignal.timeout(30 * 60_000),
+    });
+  } catch (error) {
+    throw new BackupError(
+      `Could not reach the running app (pid ${running.pid}) at ${url}: ${errorMessage(error)}`,
+    );
+  }
+  const body = (await response.json().catch(() => ({}))) as { path?: string; bytes?: number; error?: string };
+  if (!response.ok) throw new BackupError(body.error ?? `The running app answered HTTP ${response.status}`);
+  logger.info(`wrote ${body.path} (${body.bytes} bytes)`);
+  return 0;
 }
 
 /** The server path is the shell scripts', so the CLI and the pg-backup container behave the same. */
@@ -65,7 +131,7 @@ try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {
   // A refusal or a bad argument: the message says it all. Anything else is a bug: let it propagate.
-  if (error instanceof BackupError) {
+  if (error instanceof BackupError || error instanceof ConfigError) {
     console.error(error.message);
     process.exitCode = 1;
   } else if (isArgumentError(error)) {

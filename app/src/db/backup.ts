@@ -3,14 +3,27 @@
  * data directory, gzip-compressed; restoring hands that tarball back to PGlite. The server
  * database is backed up by scripts/pg-backup.sh instead (pg_dump), with the same retention rule.
  *
- * Only one process may open a PGlite data directory, so the app must be stopped while either runs.
+ * Both open the database themselves, and only one process may open a PGlite data directory, so
+ * the app must be stopped while either runs; the running app takes its own backups instead
+ * (live-backup.ts), in the same format.
  */
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, open, readFile, readdir, rename, rm, rmdir } from "node:fs/promises";
+import {
+  mkdir,
+  mkdtemp,
+  open,
+  readFile,
+  readdir,
+  rename,
+  rm,
+  rmdir,
+  type FileHandle,
+} from "node:fs/promises";
 import { basename, dirname, join, relative, resolve, isAbsolute } from "node:path";
 import { gunzipSync } from "node:zlib";
 import type { Logger } from "@stavrobot/common";
 import { backupName, backupsToDelete } from "./backup-retention.js";
+import { tarEntryNames } from "./tar.js";
 
 export const EMBEDDED_BACKUP_SUFFIX = "pglite.tar.gz";
 
@@ -147,39 +160,6 @@ async function readArchive(archive: string): Promise<Uint8Array> {
   return tar;
 }
 
-/**
- * The entry names of a ustar archive, or undefined when it is not one or is cut short: each entry
- * is a 512-byte header (name, octal size, checksum) followed by its data in 512-byte blocks, and
- * the archive ends with a zero block.
- */
-function tarEntryNames(tar: Uint8Array): string[] | undefined {
-  const names: string[] = [];
-  for (let offset = 0; offset + 512 <= tar.length;) {
-    const header = tar.subarray(offset, offset + 512);
-    if (header.every((byte) => byte === 0)) return names;
-    const size = parseInt(textField(header, 124, 12), 8);
-    if (!Number.isSafeInteger(size) || !checksumMatches(header)) return undefined;
-    const prefix = textField(header, 345, 155);
-    const name = textField(header, 0, 100);
-    names.push(prefix ? `${prefix}/${name}` : name);
-    offset += 512 + Math.ceil(size / 512) * 512;
-  }
-  return undefined;
-}
-
-function textField(header: Uint8Array, start: number, length: number): string {
-  const bytes = header.subarray(start, start + length);
-  const end = bytes.indexOf(0);
-  return new TextDecoder().decode(end === -1 ? bytes : bytes.subarray(0, end)).trim();
-}
-
-/** The header's checksum: the sum of its bytes, counting the checksum field itself as spaces. */
-function checksumMatches(header: Uint8Array): boolean {
-  let sum = 0;
-  header.forEach((byte, index) => (sum += index >= 148 && index < 156 ? 0x20 : byte));
-  return sum === parseInt(textField(header, 148, 8), 8);
-}
-
 async function existingContent(dataDir: string): Promise<"database" | "files" | undefined> {
   if (existsSync(join(dataDir, "PG_VERSION"))) return "database";
   const entries = await readdir(dataDir).catch((error: NodeJS.ErrnoException) => {
@@ -196,16 +176,26 @@ async function mkdtempBeside(dir: string): Promise<string> {
   return mkdtemp(join(parent, `.${basename(dir)}.restoring-`));
 }
 
-/** Written under a temporary name and renamed, so a crash never leaves a half-written backup. */
-async function writeAtomically(path: string, data: Uint8Array): Promise<void> {
+/**
+ * Written under a temporary name (mode 600) and renamed, so a crash never leaves a half-written
+ * backup under a backup's name. `data` is the contents, or a function writing them to the file.
+ * Returns the size written.
+ */
+export async function writeAtomically(
+  path: string,
+  data: Uint8Array | ((file: FileHandle) => Promise<void>),
+): Promise<number> {
   const partial = join(dirname(path), `.${basename(path)}.partial`);
   await rm(partial, { force: true });
   const file = await open(partial, "wx", 0o600);
   try {
-    await file.writeFile(data);
+    if (data instanceof Uint8Array) await file.writeFile(data);
+    else await data(file);
     await file.sync();
+    const { size } = await file.stat();
     await file.close();
     await rename(partial, path);
+    return size;
   } catch (error) {
     await file.close().catch(() => {});
     await rm(partial, { force: true });
@@ -213,14 +203,15 @@ async function writeAtomically(path: string, data: Uint8Array): Promise<void> {
   }
 }
 
-async function applyRetention(destDir: string, now: Date, logger?: Logger): Promise<void> {
+/** Deletes the backups in `destDir` that the retention rule no longer keeps at `now`. */
+export async function applyRetention(destDir: string, now: Date, logger?: Logger): Promise<void> {
   for (const name of backupsToDelete(await readdir(destDir), now)) {
     await rm(join(destDir, name), { force: true });
     logger?.info(`deleted old backup ${name}`);
   }
 }
 
-function isInside(child: string, parent: string): boolean {
+export function isInside(child: string, parent: string): boolean {
   const path = relative(resolve(parent), resolve(child));
   return path === "" || (!path.startsWith("..") && !isAbsolute(path));
 }

@@ -17,7 +17,16 @@ export interface QueryOptions {
    * statements every turn runs. Its text must not embed values that change (use parameters).
    */
   prepare?: boolean;
+  /**
+   * This statement's values of these types (by OID) are read with these functions from
+   * PostgreSQL's text form (e.g. `numeric` as its exact digits), instead of the driver's default.
+   * Both drivers then give the same values: they differ for `int8`, `numeric` and their arrays.
+   */
+  parsers?: TextParsers;
 }
+
+/** Type OID to the function reading a value of that type from PostgreSQL's text form. */
+export type TextParsers = Readonly<Record<number, (text: string) => unknown>>;
 
 export interface Queryable {
   query<R = Record<string, unknown>>(
@@ -84,6 +93,17 @@ export interface Database extends Queryable {
   /** Runs one or more statements separated by semicolons (simple query protocol). */
   executeScript(sql: string): Promise<StatementResult[]>;
   close(): Promise<void>;
+  /** The embedded database only: where its files are, and a moment when nothing writes them. */
+  readonly embedded?: EmbeddedFiles;
+}
+
+export interface EmbeddedFiles {
+  dataDir: string;
+  /**
+   * Runs `fn` between transactions, while no statement runs: the files on disk are then a
+   * consistent image (as after a kill, with every commit in them). Statements wait meanwhile.
+   */
+  exclusively<T>(fn: () => T | Promise<T>): Promise<T>;
 }
 
 export interface DatabaseOptions {
@@ -123,6 +143,15 @@ const types = {
   }) as typeof pg.types.getTypeParser,
 };
 
+/** The app's type parsers, with a statement's own (QueryOptions.parsers) in front. */
+function withParsers(parsers: TextParsers): pg.CustomTypesConfig {
+  return {
+    getTypeParser: ((oid: number, format?: string) =>
+      (format !== "binary" ? parsers[oid] : undefined) ??
+      types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+  };
+}
+
 /**
  * A query for `pg`: named when it is to be prepared (one name per statement text; `pg` prepares
  * it on each connection the first time that connection runs it).
@@ -134,13 +163,15 @@ function preparedNames(): (
 ) => pg.QueryConfig {
   const names = new Map<string, string>();
   return (sql, params, options) => {
-    if (!options?.prepare) return { text: sql, values: params };
+    const parsers = options?.parsers;
+    const custom = parsers ? { types: withParsers(parsers) } : {};
+    if (!options?.prepare) return { text: sql, values: params, ...custom };
     let name = names.get(sql);
     if (!name) {
       name = `stavrobot_${names.size + 1}`;
       names.set(sql, name);
     }
-    return { name, text: sql, values: params };
+    return { name, text: sql, values: params, ...custom };
   };
 }
 

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 import type { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from "@electric-sql/pglite";
-import type { Database, QueryOptions, QueryResult } from "./database.js";
+import type { Database, QueryOptions, QueryResult, TextParsers } from "./database.js";
 import { DatabaseUnavailableError, untilAborted } from "./unavailable.js";
 
 /**
@@ -54,12 +54,17 @@ class PreparedStatements {
   ) {}
 
   /** Runs `sql`; `inTransaction` when the caller already holds PGlite's transaction lock. */
-  run<R>(sql: string, params: unknown[], inTransaction: boolean): Promise<QueryResult<R>> {
-    const go = () => this.lite._runExclusiveQuery(() => this.execute<R>(sql, params));
+  run<R>(
+    sql: string,
+    params: unknown[],
+    inTransaction: boolean,
+    parsers?: TextParsers,
+  ): Promise<QueryResult<R>> {
+    const go = () => this.lite._runExclusiveQuery(() => this.execute<R>(sql, params, parsers));
     return inTransaction ? go() : this.lite._runExclusiveTransaction(go);
   }
 
-  private async execute<R>(sql: string, params: unknown[]): Promise<QueryResult<R>> {
+  private async execute<R>(sql: string, params: unknown[], parsers?: TextParsers): Promise<QueryResult<R>> {
     const { serialize } = this.protocol;
     let name = this.names.get(sql);
     const parts: Uint8Array[] = [];
@@ -78,10 +83,18 @@ class PreparedStatements {
     // statement that failed the first time it ran is parsed again, under a new name, next time.
     const { messages } = await this.lite.execProtocol(Buffer.concat(parts), { syncToFs: false });
     if (fresh) this.names.set(sql, name);
-    const [result] = this.parse.parseResults(messages, this.lite.parsers);
+    const [result] = this.parse.parseResults(
+      messages,
+      parsers ? { ...this.lite.parsers, ...parsers } : this.lite.parsers,
+    );
     const rows = (result?.rows ?? []) as R[];
     return { rows, rowCount: result?.affectedRows ?? rows.length };
   }
+}
+
+/** PGlite's options for a statement with parsers of its own (PGlite puts them before its own). */
+function parserOptions(options: QueryOptions | undefined): { parsers: TextParsers } | undefined {
+  return options?.parsers ? { parsers: options.parsers } : undefined;
 }
 
 /**
@@ -111,8 +124,8 @@ export async function openPglite(dataDir: string): Promise<Database> {
     throw lite.closed ? new DatabaseUnavailableError(error) : error;
   };
   const query = async <R>(sql: string, params: unknown[] = [], options?: QueryOptions) => {
-    if (options?.prepare) return prepared.run<R>(sql, params, false).catch(rethrow);
-    const result = await lite.query<R>(sql, params).catch(rethrow);
+    if (options?.prepare) return prepared.run<R>(sql, params, false, options.parsers).catch(rethrow);
+    const result = await lite.query<R>(sql, params, parserOptions(options)).catch(rethrow);
     return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
   };
   return {
@@ -127,8 +140,8 @@ export async function openPglite(dataDir: string): Promise<Database> {
         .transaction(async (tx) =>
           fn({
             async query<R>(sql: string, params: unknown[] = [], options?: QueryOptions) {
-              if (options?.prepare) return prepared.run<R>(sql, params, true);
-              const result = await tx.query<R>(sql, params);
+              if (options?.prepare) return prepared.run<R>(sql, params, true, options.parsers);
+              const result = await tx.query<R>(sql, params, parserOptions(options));
               return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
             },
             async exec(sql: string) {
@@ -147,5 +160,10 @@ export async function openPglite(dataDir: string): Promise<Database> {
       }));
     },
     close: () => lite.close(),
+    embedded: {
+      dataDir,
+      // As PGlite's own close(): the transaction lock, then the statement lock.
+      exclusively: (fn) => lite._runExclusiveTransaction(() => lite._runExclusiveQuery(async () => fn())),
+    },
   };
 }

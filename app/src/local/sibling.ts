@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import type { Logger, ServiceClient } from "@stavrobot/common";
+import { EXIT_IN_USE, type Logger, type ServiceClient } from "@stavrobot/common";
 
 export interface SiblingSpec {
   name: string;
@@ -11,6 +11,12 @@ export interface SiblingSpec {
    * memory until one does. `wake()` then waits until it answers `GET <health>`.
    */
   lazy?: { health: string };
+  /**
+   * Its first run could not listen (it exits with EXIT_IN_USE, having said which port and which
+   * variable moves it): called instead of restarting it, so `npm start` stops rather than run
+   * with another program's service on that port.
+   */
+  onPortInUse?: () => void;
 }
 
 export interface Sibling {
@@ -37,8 +43,10 @@ export function startSibling(spec: SiblingSpec, logger: Logger): Sibling {
   let stopping = false;
   let delay = 1_000;
   let timer: NodeJS.Timeout | undefined;
+  let launches = 0;
 
   const launch = () => {
+    launches++;
     const startedAt = Date.now();
     // stdin stays an open pipe: when this process dies, the child sees it end and exits.
     const current = spawn(process.execPath, [...process.execArgv, spec.entry], {
@@ -49,6 +57,11 @@ export function startSibling(spec: SiblingSpec, logger: Logger): Sibling {
     current.once("exit", (code, signal) => {
       child = undefined;
       if (stopping) return;
+      if (code === EXIT_IN_USE && launches === 1 && spec.onPortInUse) {
+        stopping = true;
+        spec.onPortInUse();
+        return;
+      }
       if (Date.now() - startedAt > 60_000) delay = 1_000;
       logger.error(`${spec.name} exited; restarting`, { code, signal, inMs: delay });
       timer = setTimeout(launch, delay);

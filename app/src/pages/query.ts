@@ -1,5 +1,6 @@
 import { DomainError } from "@stavrobot/common";
 import type { Database } from "../db/database.js";
+import { EXACT_NUMBER_PARSERS } from "./exact-numbers.js";
 
 export const PAGE_QUERY_ROW_LIMIT = 1000;
 export const PAGE_QUERY_TIMEOUT_MS = 5_000;
@@ -17,8 +18,9 @@ export class PageQueryFailed extends DomainError {
 /**
  * Checks that a page query is one read-only statement: it starts with SELECT or WITH, has no
  * comment (which could hide a second statement from a reader) and no `;` except one at the end,
- * looking past string literals, quoted identifiers and dollar quotes. Returns the statement
- * without its trailing `;`, or throws an "invalid" DomainError saying what is wrong.
+ * looking past string literals, quoted identifiers and dollar quotes, none of which may hold a
+ * `$param:name` (it would not be filled: PostgreSQL takes no parameter inside quotes). Returns the
+ * statement without its trailing `;`, or throws an "invalid" DomainError saying what is wrong.
  */
 export function checkPageQuery(sql: string): string {
   const text = sql.trim();
@@ -29,12 +31,15 @@ export function checkPageQuery(sql: string): string {
     const next = text[i + 1];
     if (char === "'" && /[Ee]/.test(text[i - 1] ?? "") && !/[A-Za-z0-9_$]/.test(text[i - 2] ?? "")) {
       // E'...': backslash escapes, so \' does not end the literal.
-      i = endOfEscapeString(text, i);
+      const close = endOfEscapeString(text, i);
+      refuseQuotedParameter(text.slice(i + 1, close));
+      i = close;
       continue;
     }
     if (char === "'" || char === '"') {
       const close = text.indexOf(char, i + 1);
       if (close === -1) throw invalid("Unterminated quote in the query");
+      refuseQuotedParameter(text.slice(i + 1, close));
       i = close;
       // '' inside a literal is an escaped quote: the scan continues past it at the next round.
       continue;
@@ -44,6 +49,7 @@ export function checkPageQuery(sql: string): string {
       if (tag) {
         const close = text.indexOf(tag, i + tag.length);
         if (close === -1) throw invalid("Unterminated dollar quote in the query");
+        refuseQuotedParameter(text.slice(i + tag.length, close));
         i = close + tag.length - 1;
         continue;
       }
@@ -58,6 +64,17 @@ export function checkPageQuery(sql: string): string {
     }
   }
   return text.slice(0, end).trim();
+}
+
+/** A placeholder inside quotes is text to PostgreSQL: the query would fail on every call. */
+function refuseQuotedParameter(quoted: string): void {
+  const name = /\$param:([A-Za-z_][A-Za-z0-9_]*)/.exec(quoted)?.[1];
+  if (name === undefined) return;
+  throw invalid(
+    `$param:${name} is inside quotes, where it is not filled in: write it outside them, as a value ` +
+      `of its own (e.g. \`WHERE title ILIKE '%' || $param:${name} || '%'\` instead of ` +
+      `\`'%$param:${name}%'\`, or \`$param:${name}::date\` instead of \`'$param:${name}'\`)`,
+  );
 }
 
 /** The index of the quote closing the E'...' literal opened at `open`. */
@@ -112,9 +129,11 @@ export async function runPageQuery(
       // The limit is a bound parameter so the statement always has one: a query with parameters
       // goes over the extended protocol, which runs exactly one statement whatever the text holds
       // (with none, the simple protocol would run `…; COMMIT; DROP …` should the check be fooled).
+      // Numbers as JSON numbers where that keeps their exact value (exact-numbers.ts).
       const result = await tx.query<Record<string, unknown>>(
         `SELECT * FROM (${bound}) AS page_query LIMIT $${params.length + 1}`,
         [...params, PAGE_QUERY_ROW_LIMIT],
+        { parsers: EXACT_NUMBER_PARSERS },
       );
       rows = result.rows;
       throw rollback;

@@ -100,3 +100,28 @@ function killGroup(group: number, signal: NodeJS.Signals | 0): boolean {
     return false;
   }
 }
+
+/**
+ * Runs a TypeScript entry of the repository (from its sources) to its exit: its code and
+ * everything it wrote. `asOrdinaryUser`: when the tests run as root, the process runs without the
+ * capabilities that let root write anywhere, as any other user would.
+ */
+export async function runToExit(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  options: { asOrdinaryUser?: boolean; timeoutMs?: number } = {},
+): Promise<{ code: number | null; output: string }> {
+  const node = [process.execPath, "--conditions=source", "--import", "tsx", ...args];
+  const command =
+    options.asOrdinaryUser && process.getuid?.() === 0
+      ? ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", ...node]
+      : node;
+  const child = spawn(command[0] as string, command.slice(1), { cwd: repoRoot, env });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const killer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000);
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  clearTimeout(killer);
+  return { code, output };
+}

@@ -4,6 +4,12 @@ import { ConfigError } from "../errors.js";
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EXIT_CONFIG = 78;
 
+/** Something this start needs is held by another process: a port, the data directory (EX_UNAVAILABLE). */
+export const EXIT_IN_USE = 69;
+
+/** A directory this start must write to is not writable by its user (EX_CANTCREAT). */
+export const EXIT_CANNOT_WRITE = 73;
+
 /** Environment every sibling service reads. */
 export const baseServiceEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535),
@@ -11,6 +17,13 @@ export const baseServiceEnv = z.object({
   STAVROBOT_INTERNAL_SECRET: z.string().min(16).optional(),
   STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).default("data/main/internal-secret"),
   STAVROBOT_LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  /**
+   * `npm start` gives its siblings the id of the instance that started them; `GET /health` shows
+   * it, so the app can tell its own sibling from another instance's on the same port.
+   */
+  STAVROBOT_INSTANCE_ID: z.string().min(1).optional(),
+  /** The variable that sets PORT where this service was started (`npm start`: PLUGIN_RUNNER_PORT…). */
+  STAVROBOT_PORT_VARIABLE: z.string().min(1).default("PORT"),
 });
 
 /**

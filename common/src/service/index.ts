@@ -1,2 +1,3 @@
 export * from "./env.js";
 export * from "./run-service.js";
+export * from "./listen.js";

@@ -1,13 +1,14 @@
 import type { RequestListener, Server } from "node:http";
 import type { z } from "zod";
-import { ConfigError, HttpError, errorMessage } from "../errors.js";
+import { ConfigError, HttpError, StartRefused, errorMessage } from "../errors.js";
 import { resolveInternalSecret } from "../config-file.js";
 import { checkBearer } from "../http/auth.js";
 import { Router } from "../http/router.js";
-import { closeServer, createHttpServer, createRequestListener, listen } from "../http/serve.js";
+import { closeServer, createHttpServer, createRequestListener } from "../http/serve.js";
 import type { Logger, LogLevel } from "../logger.js";
 import { createLogger } from "../logger.js";
 import { EXIT_CONFIG, baseServiceEnv, parseEnv } from "./env.js";
+import { listenOrRefuse } from "./listen.js";
 
 export type ServiceEnv = z.infer<typeof baseServiceEnv>;
 
@@ -95,8 +96,24 @@ export async function runService<T extends z.ZodObject>(
     (await waitForSecret(parsed.STAVROBOT_INTERNAL_SECRET_FILE, logger, options.secretWaitMs ?? 60_000));
   if (definition.umask !== undefined) process.umask(definition.umask);
   const parts = await definition.build({ env: parsed, secret, logger });
-  const server = createHttpServer(createServiceListener(parts, secret, logger));
-  const port = await listen(server, parsed.PORT, parsed.HOST);
+  const instance = parsed.STAVROBOT_INSTANCE_ID;
+  const health = instance ? () => ({ ...parts.health?.(), instance }) : parts.health;
+  const server = createHttpServer(createServiceListener({ ...parts, health }, secret, logger));
+  let port: number;
+  try {
+    port = await listenOrRefuse(server, {
+      service: definition.name,
+      port: parsed.PORT,
+      host: parsed.HOST,
+      variable: parsed.STAVROBOT_PORT_VARIABLE,
+    });
+  } catch (error) {
+    await parts.stop?.().catch(() => undefined);
+    if (!(error instanceof StartRefused) || !handleSignals) throw error;
+    // One line for the person starting it; the exit code tells a launcher why.
+    process.stderr.write(`${error.message}\n`);
+    process.exit(error.exitCode);
+  }
   logger.info(`${definition.name} listening`, { host: parsed.HOST, port });
 
   let stopping: Promise<void> | undefined;

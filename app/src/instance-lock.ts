@@ -1,0 +1,188 @@
+import { randomBytes } from "node:crypto";
+import { linkSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { EXIT_CANNOT_WRITE, EXIT_IN_USE, StartRefused } from "@stavrobot/common";
+
+/** In the data directory: the instance running on it, while it runs. */
+export const LOCK_FILE = "instance.lock";
+
+/** What the lock file says about the instance holding it. */
+export interface InstanceRecord {
+  pid: number;
+  /** The process's start time in clock ticks since boot (Linux), so a reused pid is not mistaken for it. */
+  processStart?: string;
+  /** Tells this holder's file from a later one's. */
+  token: string;
+  /** Where its servers listen, once they do (for `npm run backup` to ask it). */
+  port?: number;
+  internalPort?: number;
+  internalHost?: string;
+}
+
+export interface InstanceLock {
+  readonly path: string;
+  /** Adds facts to the record (the ports, once listening). */
+  update(fields: Partial<Pick<InstanceRecord, "port" | "internalPort" | "internalHost">>): void;
+  /** Removes the lock file if it is still this holder's. */
+  release(): void;
+}
+
+/**
+ * One data directory, one running instance: takes `<dataDir>/instance.lock`, or refuses the start
+ * naming the pid of the live instance holding it. The file is created with its whole content at
+ * once (linked into place, so no reader sees it half-written); a lock left by a process that is
+ * gone (killed, or a container's earlier life whose pid this process now has) is taken over. This
+ * is the first write of a start, so a data directory it may not write fails here, in one line.
+ */
+export function acquireInstanceLock(dataDir: string): InstanceLock {
+  const path = join(dataDir, LOCK_FILE);
+  const record: InstanceRecord = {
+    pid: process.pid,
+    processStart: processStart(process.pid),
+    token: randomBytes(8).toString("hex"),
+  };
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (createWith(path, record)) return holding(path, record);
+      const holder = readInstanceRecord(path);
+      if (holder && isRunning(holder)) {
+        throw new StartRefused(
+          `Another Stavrobot (pid ${holder.pid}) is running on the data directory ${dataDir}: stop it ` +
+            `first (kill ${holder.pid}), or give this one another DATA_DIR. Only one instance may use a ` +
+            `data directory (both would open its database).`,
+          EXIT_IN_USE,
+        );
+      }
+      // Its holder is gone: remove it and try again (another starter may win the next round).
+      removeIfExists(path);
+    }
+  } catch (error) {
+    throw cannotWrite(error, dataDir) ?? error;
+  }
+  throw new StartRefused(`Could not take ${path}: it keeps changing; is another start running?`, EXIT_IN_USE);
+}
+
+/** The live instance recorded in `dataDir`, if one is running there. */
+export function runningInstance(dataDir: string): InstanceRecord | undefined {
+  const holder = readInstanceRecord(join(dataDir, LOCK_FILE));
+  return holder && isRunning(holder) ? holder : undefined;
+}
+
+/**
+ * The StartRefused for a file-system error of a start (the data directory or a file in it not
+ * writable), or undefined for any other error.
+ */
+export function cannotWrite(error: unknown, dataDir: string): StartRefused | undefined {
+  const { code, path } = (error ?? {}) as NodeJS.ErrnoException;
+  if (code !== "EACCES" && code !== "EPERM" && code !== "EROFS" && code !== "ENOTDIR") return undefined;
+  const where = path ?? dataDir;
+  const uid = process.getuid?.();
+  const fix =
+    code === "EROFS"
+      ? "it is on a read-only file system"
+      : code === "ENOTDIR"
+        ? "a part of that path is a file, not a directory"
+        : `this user${uid === undefined ? "" : ` (uid ${uid})`} may not write there` +
+          (uid === undefined ? "" : `: give it to this user (e.g. sudo chown -R ${uid} ${dataDir})`);
+  return new StartRefused(
+    `Cannot write ${where} (${code}): ${fix}, or set DATA_DIR to a directory this user can write.`,
+    EXIT_CANNOT_WRITE,
+  );
+}
+
+function holding(path: string, record: InstanceRecord): InstanceLock {
+  let current = record;
+  const onExit = () => release();
+  // A crash or process.exit() still removes it; only a kill -9 leaves it (a dead pid: taken over).
+  process.on("exit", onExit);
+  const ours = () => readInstanceRecord(path)?.token === record.token;
+  const release = () => {
+    process.off("exit", onExit);
+    if (ours()) removeIfExists(path);
+  };
+  return {
+    path,
+    update(fields) {
+      if (!ours()) return;
+      current = { ...current, ...fields };
+      const partial = `${path}.${current.token}`;
+      writeFileSync(partial, JSON.stringify(current), { mode: 0o600 });
+      renameSync(partial, path);
+    },
+    release,
+  };
+}
+
+/** Creates `path` holding `record`, atomically; false when it exists already. */
+function createWith(path: string, record: InstanceRecord): boolean {
+  const partial = `${path}.${record.token}`;
+  writeFileSync(partial, JSON.stringify(record), { mode: 0o600 });
+  try {
+    linkSync(partial, path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
+    // A file system without hard links: an exclusive create (a reader may then see it empty).
+    try {
+      writeFileSync(path, JSON.stringify(record), { mode: 0o600, flag: "wx" });
+      return true;
+    } catch (fallback) {
+      if ((fallback as NodeJS.ErrnoException).code === "EEXIST") return false;
+      throw fallback;
+    }
+  } finally {
+    removeIfExists(partial);
+  }
+}
+
+function readInstanceRecord(path: string): InstanceRecord | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+  try {
+    const parsed = JSON.parse(text) as Partial<InstanceRecord>;
+    if (Number.isSafeInteger(parsed.pid) && typeof parsed.token === "string") return parsed as InstanceRecord;
+  } catch {
+    // Not a record: an interrupted write of an older start, held by nobody.
+  }
+  return { pid: 0, token: "" };
+}
+
+/**
+ * Whether the recorded process is alive and is the one that wrote the record: not this process
+ * (a container restarted with the same pid), not a later process given the same pid.
+ */
+function isRunning(holder: InstanceRecord): boolean {
+  if (holder.pid <= 0 || holder.pid === process.pid) return false;
+  try {
+    process.kill(holder.pid, 0);
+  } catch (error) {
+    // EPERM: alive, but another user's.
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
+  }
+  const started = processStart(holder.pid);
+  return holder.processStart === undefined || started === undefined || started === holder.processStart;
+}
+
+/** Field 22 of /proc/<pid>/stat (after the command name, which may hold spaces and parentheses). */
+function processStart(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
+
+function removeIfExists(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+}
