@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { realpathSync } from "node:fs";
 import type { Logger } from "../logger.js";
+import type { BwrapPlace } from "./bwrap.js";
 import { bwrapArgs, bwrapProbeArgs } from "./bwrap.js";
 import type { Mount, SystemEntry } from "./mounts.js";
 import { systemEntries, which } from "./mounts.js";
@@ -9,6 +10,8 @@ import { runProcess } from "./process.js";
 import type { UnshareTools } from "./unshare.js";
 import type { UnshareBase } from "./unshare.js";
 import { prepareUnshare, unshareArgs } from "./unshare.js";
+import type { UserNamespace } from "./userns.js";
+import { holdUserNamespace, releaseUserNamespace } from "./userns.js";
 
 export type { Mount } from "./mounts.js";
 export { SYSTEM_TOOL_PATH, runtimeMounts, which } from "./mounts.js";
@@ -22,8 +25,10 @@ export { SYSTEM_TOOL_PATH, runtimeMounts, which } from "./mounts.js";
  * - "namespaces": the process gets its own mount, PID, IPC and UTS namespaces (and, on request, an
  *   empty network namespace). Only the system directories, the runtimes and the mounts a caller
  *   lists exist in it; `/tmp` is private. When the sandbox's first process exits, the kernel ends
- *   everything else in it, so nothing a tool starts can outlive its run. Made by bubblewrap, or,
- *   where bubblewrap is missing or refused and the service is root, by util-linux `unshare`.
+ *   everything else in it, so nothing a tool starts can outlive its run. Made by bubblewrap; where
+ *   root may not make namespaces (a container without CAP_SYS_ADMIN), by bubblewrap inside a user
+ *   namespace of the service's own (`userns.ts`); else, where bubblewrap is missing or refused and
+ *   the service is root, by util-linux `unshare`.
  * - "plain": neither can create namespaces here (a container without the right capabilities, or
  *   no bubblewrap and not root). The process runs directly, as the given user, in its own process
  *   group, with the same limits and timeouts; callers must not rely on private mounts or network
@@ -75,10 +80,15 @@ export interface SandboxOptions {
   disableNamespaces?: boolean;
   /** Where to look for bwrap, unshare and the other helpers; default this process's PATH. */
   path?: string;
+  /**
+   * Skip bubblewrap's direct try and use it in a user namespace of the service's own, as in a
+   * container (tests of that launcher on a machine where the direct one works).
+   */
+  userNamespaceOnly?: boolean;
 }
 
 type Launcher =
-  | { tool: "bubblewrap"; bwrap: string }
+  | { tool: "bubblewrap"; bwrap: string; place: BwrapPlace; namespace?: UserNamespace }
   | { tool: "unshare"; tools: UnshareTools; base: UnshareBase }
   | { tool: "none" };
 
@@ -106,7 +116,7 @@ export class Sandbox {
       ...(chosen.launcher.tool !== "none" ? { tool: chosen.launcher.tool } : {}),
       users,
       ...(chosen.reason ? { reason: chosen.reason } : {}),
-      unprotected: unprotected(chosen.launcher.tool !== "none", users),
+      unprotected: unprotected(chosen.launcher, users),
     };
     describe(status, options.logger);
     return new Sandbox(status, chosen.launcher, helpers, system);
@@ -134,7 +144,11 @@ export class Sandbox {
         ...(switchUser ? { uid: user.uid, gid: user.gid } : {}),
       });
     }
-    const drop = switchUser ? this.dropArgs(user) : launcher.tool === "unshare" ? this.dropArgs() : [];
+    // Runs that start as root inside their namespaces (unshare's, and bubblewrap's in a user
+    // namespace) drop root's capabilities there even when they keep the user.
+    const startsAsRoot =
+      launcher.tool === "unshare" || (launcher.tool === "bubblewrap" && launcher.namespace !== undefined);
+    const drop = switchUser ? this.dropArgs(user) : startsAsRoot ? this.dropArgs() : [];
     const inside = {
       mounts: mounts ?? [],
       network: network !== false,
@@ -142,8 +156,11 @@ export class Sandbox {
       command: [...drop, ...inner],
     };
     if (launcher.tool === "bubblewrap") {
-      const argv = bwrapArgs({ ...inside, system: this.system });
-      return runProcess({ ...rest, command: launcher.bwrap, args: argv, cwd: "/" }).then(fromSignalExit);
+      const argv = bwrapArgs({ ...inside, system: this.system, place: launcher.place });
+      const fds = launcher.namespace ? { extraFds: [launcher.namespace.fd] } : {};
+      return runProcess({ ...rest, ...fds, command: launcher.bwrap, args: argv, cwd: "/" }).then(
+        fromSignalExit,
+      );
     }
     let launch;
     try {
@@ -185,7 +202,7 @@ export class Sandbox {
   }
 }
 
-/** The launcher this machine allows, and why bubblewrap is not it. */
+/** The launcher this machine allows, and why bubblewrap (directly) is not it. */
 function choose(
   options: SandboxOptions,
   users: boolean,
@@ -199,10 +216,11 @@ function choose(
   const bwrap = which("bwrap", path);
   let why: string;
   if (!bwrap) why = "bubblewrap is not installed";
+  else if (options.userNamespaceOnly) why = "bubblewrap was asked to run in a user namespace";
   else {
     try {
       execFileSync(bwrap, bwrapProbeArgs(system), { stdio: "pipe", timeout: 10_000 });
-      return { launcher: { tool: "bubblewrap", bwrap } };
+      return { launcher: { tool: "bubblewrap", bwrap, place: { userns: false, proc: "private" } } };
     } catch (error) {
       why = `bubblewrap cannot create namespaces here: ${firstLine(error)}`;
     }
@@ -212,6 +230,11 @@ function choose(
       launcher: { tool: "none" },
       reason: `${why}, and without root util-linux unshare cannot either`,
     };
+  if (bwrap) {
+    const nested = inUserNamespace(bwrap, path, system);
+    if (typeof nested !== "string") return { launcher: nested.launcher, reason: `${why}; ${nested.reason}` };
+    why = `${why}, nor in a user namespace (${nested})`;
+  }
   const tools = unshareTools(path, helpers.setpriv as string);
   if (typeof tools === "string") return { launcher: { tool: "none" }, reason: `${why}, and ${tools}` };
   const base = prepareUnshare(system);
@@ -233,6 +256,38 @@ function choose(
     };
   }
   return { launcher: { tool: "unshare", tools, base }, reason: why };
+}
+
+/**
+ * bubblewrap inside a user namespace of the service's own (root only: it writes the namespace's
+ * maps), with a /proc of its own where the kernel allows one, else the service's.
+ */
+function inUserNamespace(
+  bwrap: string,
+  path: string,
+  system: readonly SystemEntry[],
+): { launcher: Launcher; reason: string } | string {
+  const unshare = helper("unshare", path);
+  const sh = helper("sh", path);
+  if (!unshare || !sh) return "util-linux unshare was not found";
+  const namespace = holdUserNamespace(unshare, sh);
+  if (typeof namespace === "string") return namespace;
+  const fds = ["pipe", "pipe", "pipe", namespace.fd] as const;
+  let refused = "";
+  for (const proc of ["private", "shared"] as const) {
+    const place: BwrapPlace = { userns: true, proc };
+    try {
+      execFileSync(bwrap, bwrapProbeArgs(system, place), { stdio: [...fds], timeout: 10_000 });
+      const reason =
+        "it makes them in a user namespace of this service's own" +
+        (proc === "shared" ? `, with this service's /proc, since a new one is refused (${refused})` : "");
+      return { launcher: { tool: "bubblewrap", bwrap, place, namespace }, reason };
+    } catch (error) {
+      refused = firstLine(error);
+    }
+  }
+  releaseUserNamespace(namespace);
+  return `bubblewrap cannot use it: ${refused}`;
 }
 
 function unshareTools(path: string, setpriv: string): UnshareTools | string {
@@ -270,7 +325,8 @@ function helper(program: string, path: string): string | undefined {
 }
 
 /** What the sandbox leaves open, for the start-up log, `GET /health` and the owner's pages. */
-function unprotected(namespaces: boolean, users: boolean): string[] {
+function unprotected(launcher: Launcher, users: boolean): string[] {
+  const namespaces = launcher.tool !== "none";
   const gaps: string[] = [];
   if (!users)
     gaps.push(
@@ -282,6 +338,10 @@ function unprotected(namespaces: boolean, users: boolean): string[] {
     gaps.push("/tmp is shared with the machine");
     if (users) gaps.push("processes a run leaves behind are ended by sweeps of its user, not by the kernel");
   }
+  if (launcher.tool === "bubblewrap" && launcher.place.proc === "shared")
+    gaps.push(
+      "/proc is this service's: a run sees the command lines of this container's processes (not their files, environment or memory)",
+    );
   gaps.push("no system-call filter: the whole kernel interface is reachable");
   gaps.push("a run with network reaches whatever this machine reaches, its loopback services included");
   gaps.push("memory and CPU are bounded by resource limits only (no cgroup)");
@@ -290,7 +350,9 @@ function unprotected(namespaces: boolean, users: boolean): string[] {
 
 function describe(status: SandboxStatus, logger: Logger): void {
   const gaps = `It does not protect against: ${status.unprotected.join("; ")}.`;
-  if (status.mode === "namespaces" && status.tool === "bubblewrap") {
+  if (status.mode === "namespaces" && status.tool === "bubblewrap" && status.reason) {
+    logger.info(`Sandbox: namespaces (bubblewrap; ${status.reason}). ${gaps}`);
+  } else if (status.mode === "namespaces" && status.tool === "bubblewrap") {
     logger.info(`Sandbox: namespaces (bubblewrap). ${gaps}`);
   } else if (status.mode === "namespaces") {
     logger.info(`Sandbox: namespaces (util-linux unshare, since ${status.reason}). ${gaps}`);
