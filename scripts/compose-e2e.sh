@@ -99,6 +99,7 @@ start_engine() {
   state="$work/host-state"
   mkdir -p "$state"
   iptables-save >"$state/iptables" 2>/dev/null || : >"$state/iptables"
+  nft list tables >"$state/nft-tables" 2>/dev/null || : >"$state/nft-tables"
   cat /proc/sys/net/ipv4/ip_forward >"$state/ip_forward"
   ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' >"$state/links"
   dockerd --storage-driver overlay2 >"$work/logs/dockerd.log" 2>&1 &
@@ -144,6 +145,12 @@ restore_host() {
   done
   iptables -P FORWARD ACCEPT 2>/dev/null || true
   if [ -s "$state/iptables" ]; then iptables-restore <"$state/iptables" || log "iptables-restore failed"; fi
+  # With the nf_tables backend the tables dockerd created stay, empty: remove those that were not there.
+  if command -v nft >/dev/null 2>&1; then
+    nft list tables 2>/dev/null | while read -r _ family name; do
+      grep -qx "table $family $name" "$state/nft-tables" || nft delete table "$family" "$name" 2>/dev/null || true
+    done
+  fi
   cat "$state/ip_forward" >/proc/sys/net/ipv4/ip_forward
   for link in $(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
     if ! grep -qx "$link" "$state/links" && [[ $link =~ ^(docker0|br-|veth) ]]; then
