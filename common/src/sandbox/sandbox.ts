@@ -359,7 +359,8 @@ function describe(status: SandboxStatus, logger: Logger): void {
   } else {
     logger.warn(
       `Sandbox: plain mode (${status.reason}). Untrusted processes run without private namespaces. ${gaps} ` +
-        "Install bubblewrap (Debian package `bubblewrap`), or run as root, to enable namespaces.",
+        "Install bubblewrap (Debian package `bubblewrap`), or run as root, to enable namespaces; in a " +
+        "container, give the service the seccomp profile seccomp-sandbox.json (see docker-compose.yml).",
     );
   }
 }
