@@ -22,4 +22,21 @@ describe("docker-compose.yml", () => {
         expect(seconds(interval), `${file}: interval ${interval}`).toBeLessThanOrEqual(60);
     }
   });
+
+  it("mounts nothing over a service's code (the images keep each workspace under /srv/<name>)", () => {
+    const workspaces = ["common", "app", "plugin-runner", "python-runner", "coder", "signal-bridge"];
+    for (const file of ["docker-compose.yml", "docker-compose.harbormaster.yml"]) {
+      const text = readFileSync(join(repoRoot, file), "utf8");
+      const targets = [...text.matchAll(/^\s+- "?[^":\n]+:(\/[^":\s]*)/gm)].map(
+        (match) => match[1] as string,
+      );
+      expect(targets.length, file).toBeGreaterThan(5);
+      for (const target of targets)
+        for (const workspace of workspaces)
+          expect(
+            target === `/srv/${workspace}` || target.startsWith(`/srv/${workspace}/`),
+            `${file}: ${target}`,
+          ).toBe(false);
+    }
+  });
 });

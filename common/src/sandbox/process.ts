@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import type { Readable } from "node:stream";
 
 export interface ProcessSpec {
@@ -16,6 +17,8 @@ export interface ProcessSpec {
   stderrLimitBytes: number;
   /** Between SIGTERM and SIGKILL on timeout. */
   killGraceMs?: number;
+  /** Descriptors of this process the program gets as 3, 4, ... (a namespace for bubblewrap). */
+  extraFds?: readonly number[];
 }
 
 export interface ProcessResult {
@@ -43,16 +46,17 @@ const PIPE_DRAIN_MS = 1_000;
 export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
   const started = Date.now();
   return new Promise((resolve) => {
-    let child;
+    let child: ChildProcessWithoutNullStreams;
     try {
+      // Standard input, output and error are pipes whatever follows them.
       child = spawn(spec.command, spec.args ?? [], {
         cwd: spec.cwd,
         env: spec.env,
         detached: true,
-        stdio: ["pipe", "pipe", "pipe"],
+        stdio: ["pipe", "pipe", "pipe", ...(spec.extraFds ?? [])],
         uid: spec.uid,
         gid: spec.gid,
-      });
+      }) as ChildProcessWithoutNullStreams;
     } catch (error) {
       resolve(failedToStart(error, started));
       return;

@@ -10,13 +10,34 @@ import { Sandbox, runtimeMounts, which } from "./sandbox.js";
 
 const isRoot = process.getuid?.() === 0;
 const hasBwrap = which("bwrap", process.env.PATH ?? "") !== undefined;
-/** The namespace launchers this machine can test: bubblewrap, and (as root) util-linux unshare. */
+/**
+ * The namespace launchers this machine can test: bubblewrap, (as root) bubblewrap in a user
+ * namespace of the service's own (what a container without CAP_SYS_ADMIN gets), and (as root)
+ * util-linux unshare.
+ */
 const launchers = [
   ...(requires("namespaces by bubblewrap: bubblewrap is not installed", hasBwrap)
     ? ["bubblewrap" as const]
     : []),
+  ...(requires("namespaces by bubblewrap in a user namespace: needs bubblewrap and root", hasBwrap && isRoot)
+    ? ["bubblewrap in a user namespace" as const]
+    : []),
   ...(requires("namespaces by util-linux unshare: needs root", isRoot) ? ["unshare" as const] : []),
 ];
+type Launcher = (typeof launchers)[number];
+
+function createFor(launcher: Launcher): Sandbox {
+  if (launcher === "unshare") return Sandbox.create({ logger: silentLogger, path: pathWithoutBubblewrap() });
+  if (launcher === "bubblewrap") return Sandbox.create({ logger: silentLogger });
+  return Sandbox.create({ logger: silentLogger, userNamespaceOnly: true });
+}
+
+const REASONS: Record<Launcher, string | undefined> = {
+  bubblewrap: undefined,
+  "bubblewrap in a user namespace":
+    "bubblewrap was asked to run in a user namespace; it makes them in a user namespace of this service's own",
+  unshare: "bubblewrap is not installed",
+};
 const base = {
   timeoutMs: 10_000,
   stdoutLimitBytes: 64 * 1024,
@@ -43,15 +64,18 @@ function running(marker: string): boolean {
   }
 }
 
-describe.each(launchers)("namespaces mode (%s)", (tool) => {
-  const sandbox = Sandbox.create({
-    logger: silentLogger,
-    ...(tool === "unshare" ? { path: pathWithoutBubblewrap() } : {}),
+describe.each(launchers)("namespaces mode (%s)", (launcher) => {
+  const sandbox = createFor(launcher);
+  const tool = launcher === "unshare" ? "unshare" : "bubblewrap";
+  // Each launcher's files apart: the same tests run once per launcher.
+  let own: string;
+  beforeAll(() => {
+    own = mkdtempSync(join(root, "launcher-"));
   });
 
   it("is chosen when it works here, saying what it does not protect", () => {
     expect(sandbox.status).toMatchObject({ mode: "namespaces", tool, users: isRoot });
-    expect(sandbox.status.reason).toBe(tool === "unshare" ? "bubblewrap is not installed" : undefined);
+    expect(sandbox.status.reason).toBe(REASONS[launcher]);
     expect(sandbox.status.unprotected).toContain(
       "no system-call filter: the whole kernel interface is reachable",
     );
@@ -59,10 +83,10 @@ describe.each(launchers)("namespaces mode (%s)", (tool) => {
   });
 
   it("shows only the system, the runtimes and the given mounts; /tmp is private", async () => {
-    const secretDir = join(root, "secret");
+    const secretDir = join(own, "secret");
     mkdirSync(secretDir);
     writeFileSync(join(secretDir, "key"), "hunter2");
-    const shared = join(root, "shared");
+    const shared = join(own, "shared");
     mkdirSync(shared);
     const result = await sandbox.run({
       ...base,
@@ -97,7 +121,7 @@ describe.each(launchers)("namespaces mode (%s)", (tool) => {
   it.runIf(isRoot)("lets its user reach a mount whose directory here is closed to that user", async () => {
     // A checkout under root's home (mode 700): the plugin's own directory is its user's, but the
     // user cannot pass through the home on this machine's paths. Inside the sandbox it need not.
-    const closed = join(root, "closed-home");
+    const closed = join(own, "closed-home");
     const plugin = join(closed, "data", "plugins", "p");
     mkdirSync(plugin, { recursive: true, mode: 0o700 });
     chmodSync(closed, 0o700);

@@ -1,14 +1,12 @@
-import { execFileSync } from "node:child_process";
-import { realpathSync } from "node:fs";
 import type { Logger } from "../logger.js";
-import { bwrapArgs, bwrapProbeArgs } from "./bwrap.js";
+import { bwrapArgs } from "./bwrap.js";
+import type { Launcher } from "./launchers.js";
+import { choose, helper } from "./launchers.js";
 import type { Mount, SystemEntry } from "./mounts.js";
-import { systemEntries, which } from "./mounts.js";
+import { systemEntries } from "./mounts.js";
 import type { ProcessResult, ProcessSpec } from "./process.js";
 import { runProcess } from "./process.js";
-import type { UnshareTools } from "./unshare.js";
-import type { UnshareBase } from "./unshare.js";
-import { prepareUnshare, unshareArgs } from "./unshare.js";
+import { unshareArgs } from "./unshare.js";
 
 export type { Mount } from "./mounts.js";
 export { SYSTEM_TOOL_PATH, runtimeMounts, which } from "./mounts.js";
@@ -22,8 +20,10 @@ export { SYSTEM_TOOL_PATH, runtimeMounts, which } from "./mounts.js";
  * - "namespaces": the process gets its own mount, PID, IPC and UTS namespaces (and, on request, an
  *   empty network namespace). Only the system directories, the runtimes and the mounts a caller
  *   lists exist in it; `/tmp` is private. When the sandbox's first process exits, the kernel ends
- *   everything else in it, so nothing a tool starts can outlive its run. Made by bubblewrap, or,
- *   where bubblewrap is missing or refused and the service is root, by util-linux `unshare`.
+ *   everything else in it, so nothing a tool starts can outlive its run. Made by bubblewrap; where
+ *   root may not make namespaces (a container without CAP_SYS_ADMIN), by bubblewrap inside a user
+ *   namespace of the service's own (`userns.ts`); else, where bubblewrap is missing or refused and
+ *   the service is root, by util-linux `unshare`.
  * - "plain": neither can create namespaces here (a container without the right capabilities, or
  *   no bubblewrap and not root). The process runs directly, as the given user, in its own process
  *   group, with the same limits and timeouts; callers must not rely on private mounts or network
@@ -75,12 +75,12 @@ export interface SandboxOptions {
   disableNamespaces?: boolean;
   /** Where to look for bwrap, unshare and the other helpers; default this process's PATH. */
   path?: string;
+  /**
+   * Skip bubblewrap's direct try and use it in a user namespace of the service's own, as in a
+   * container (tests of that launcher on a machine where the direct one works).
+   */
+  userNamespaceOnly?: boolean;
 }
-
-type Launcher =
-  | { tool: "bubblewrap"; bwrap: string }
-  | { tool: "unshare"; tools: UnshareTools; base: UnshareBase }
-  | { tool: "none" };
 
 export class Sandbox {
   private constructor(
@@ -106,7 +106,7 @@ export class Sandbox {
       ...(chosen.launcher.tool !== "none" ? { tool: chosen.launcher.tool } : {}),
       users,
       ...(chosen.reason ? { reason: chosen.reason } : {}),
-      unprotected: unprotected(chosen.launcher.tool !== "none", users),
+      unprotected: unprotected(chosen.launcher, users),
     };
     describe(status, options.logger);
     return new Sandbox(status, chosen.launcher, helpers, system);
@@ -134,7 +134,11 @@ export class Sandbox {
         ...(switchUser ? { uid: user.uid, gid: user.gid } : {}),
       });
     }
-    const drop = switchUser ? this.dropArgs(user) : launcher.tool === "unshare" ? this.dropArgs() : [];
+    // Runs that start as root inside their namespaces (unshare's, and bubblewrap's in a user
+    // namespace) drop root's capabilities there even when they keep the user.
+    const startsAsRoot =
+      launcher.tool === "unshare" || (launcher.tool === "bubblewrap" && launcher.namespace !== undefined);
+    const drop = switchUser ? this.dropArgs(user) : startsAsRoot ? this.dropArgs() : [];
     const inside = {
       mounts: mounts ?? [],
       network: network !== false,
@@ -142,8 +146,11 @@ export class Sandbox {
       command: [...drop, ...inner],
     };
     if (launcher.tool === "bubblewrap") {
-      const argv = bwrapArgs({ ...inside, system: this.system });
-      return runProcess({ ...rest, command: launcher.bwrap, args: argv, cwd: "/" }).then(fromSignalExit);
+      const argv = bwrapArgs({ ...inside, system: this.system, place: launcher.place });
+      const fds = launcher.namespace ? { extraFds: [launcher.namespace.fd] } : {};
+      return runProcess({ ...rest, ...fds, command: launcher.bwrap, args: argv, cwd: "/" }).then(
+        fromSignalExit,
+      );
     }
     let launch;
     try {
@@ -185,92 +192,9 @@ export class Sandbox {
   }
 }
 
-/** The launcher this machine allows, and why bubblewrap is not it. */
-function choose(
-  options: SandboxOptions,
-  users: boolean,
-  path: string,
-  helpers: { setpriv?: string | undefined },
-  system: readonly SystemEntry[],
-): { launcher: Launcher; reason?: string } {
-  if (options.disableNamespaces) return { launcher: { tool: "none" }, reason: "disabled by configuration" };
-  if (users && !helpers.setpriv)
-    return { launcher: { tool: "none" }, reason: "setpriv (util-linux) was not found" };
-  const bwrap = which("bwrap", path);
-  let why: string;
-  if (!bwrap) why = "bubblewrap is not installed";
-  else {
-    try {
-      execFileSync(bwrap, bwrapProbeArgs(system), { stdio: "pipe", timeout: 10_000 });
-      return { launcher: { tool: "bubblewrap", bwrap } };
-    } catch (error) {
-      why = `bubblewrap cannot create namespaces here: ${firstLine(error)}`;
-    }
-  }
-  if (!users)
-    return {
-      launcher: { tool: "none" },
-      reason: `${why}, and without root util-linux unshare cannot either`,
-    };
-  const tools = unshareTools(path, helpers.setpriv as string);
-  if (typeof tools === "string") return { launcher: { tool: "none" }, reason: `${why}, and ${tools}` };
-  const base = prepareUnshare(system);
-  if (typeof base === "string") return { launcher: { tool: "none" }, reason: `${why}, and ${base}` };
-  try {
-    const probe = unshareArgs({
-      tools,
-      base,
-      mounts: [],
-      network: false,
-      cwd: "/",
-      command: ["/bin/sh", "-c", "exit 0"],
-    });
-    execFileSync(probe.command, probe.args, { stdio: "pipe", timeout: 10_000 });
-  } catch (error) {
-    return {
-      launcher: { tool: "none" },
-      reason: `${why}, and util-linux unshare cannot create namespaces here: ${firstLine(error)}`,
-    };
-  }
-  return { launcher: { tool: "unshare", tools, base }, reason: why };
-}
-
-function unshareTools(path: string, setpriv: string): UnshareTools | string {
-  const programs = {
-    unshare: "unshare",
-    sh: "sh",
-    mount: "mount",
-    umount: "umount",
-    pivotRoot: "pivot_root",
-    cp: "cp",
-    mkdir: "mkdir",
-  };
-  const found: Record<string, string | undefined> = {};
-  for (const [key, program] of Object.entries(programs)) found[key] = helper(program, path);
-  const missing = Object.entries(programs).filter(([key]) => found[key] === undefined);
-  if (missing.length > 0) {
-    const names = missing.map(([, program]) => program).join(", ");
-    return `${names} (util-linux, coreutils) ${missing.length === 1 ? "was" : "were"} not found`;
-  }
-  return { ...(found as Omit<UnshareTools, "setpriv" | "ip">), setpriv, ip: helper("ip", path) };
-}
-
-/**
- * A helper program by its real path: the ones that run inside a sandbox (setpriv, prlimit, and
- * unshare's umount after `pivot_root`) must be found there, and the system directories are.
- */
-function helper(program: string, path: string): string | undefined {
-  const found = which(program, path);
-  if (!found) return undefined;
-  try {
-    return realpathSync(found);
-  } catch {
-    return found;
-  }
-}
-
 /** What the sandbox leaves open, for the start-up log, `GET /health` and the owner's pages. */
-function unprotected(namespaces: boolean, users: boolean): string[] {
+function unprotected(launcher: Launcher, users: boolean): string[] {
+  const namespaces = launcher.tool !== "none";
   const gaps: string[] = [];
   if (!users)
     gaps.push(
@@ -282,6 +206,10 @@ function unprotected(namespaces: boolean, users: boolean): string[] {
     gaps.push("/tmp is shared with the machine");
     if (users) gaps.push("processes a run leaves behind are ended by sweeps of its user, not by the kernel");
   }
+  if (launcher.tool === "bubblewrap" && launcher.place.proc === "shared")
+    gaps.push(
+      "/proc is this service's: a run sees the command lines of this container's processes (not their files, environment or memory)",
+    );
   gaps.push("no system-call filter: the whole kernel interface is reachable");
   gaps.push("a run with network reaches whatever this machine reaches, its loopback services included");
   gaps.push("memory and CPU are bounded by resource limits only (no cgroup)");
@@ -290,14 +218,17 @@ function unprotected(namespaces: boolean, users: boolean): string[] {
 
 function describe(status: SandboxStatus, logger: Logger): void {
   const gaps = `It does not protect against: ${status.unprotected.join("; ")}.`;
-  if (status.mode === "namespaces" && status.tool === "bubblewrap") {
+  if (status.mode === "namespaces" && status.tool === "bubblewrap" && status.reason) {
+    logger.info(`Sandbox: namespaces (bubblewrap; ${status.reason}). ${gaps}`);
+  } else if (status.mode === "namespaces" && status.tool === "bubblewrap") {
     logger.info(`Sandbox: namespaces (bubblewrap). ${gaps}`);
   } else if (status.mode === "namespaces") {
     logger.info(`Sandbox: namespaces (util-linux unshare, since ${status.reason}). ${gaps}`);
   } else {
     logger.warn(
       `Sandbox: plain mode (${status.reason}). Untrusted processes run without private namespaces. ${gaps} ` +
-        "Install bubblewrap (Debian package `bubblewrap`), or run as root, to enable namespaces.",
+        "Install bubblewrap (Debian package `bubblewrap`), or run as root, to enable namespaces; in a " +
+        "container, give the service the seccomp profile seccomp-sandbox.json (see docker-compose.yml).",
     );
   }
 }
@@ -328,9 +259,4 @@ function refused(error: unknown): ProcessResult {
     spawnError: error instanceof Error ? error.message : String(error),
     durationMs: 0,
   };
-}
-
-function firstLine(error: unknown): string {
-  const detail = (error as { stderr?: Buffer }).stderr?.toString().trim() || String(error);
-  return detail.split("\n")[0] as string;
 }
