@@ -15,6 +15,8 @@ import type { ToolEnvConfig } from "./config.js";
 import { DEFAULT_TOOL_PATH } from "./config.js";
 import type { Limits } from "./executor.js";
 import { DEFAULT_LIMITS, Executor } from "./executor.js";
+import { Formats } from "./formats/index.js";
+import { stavrobotFormat } from "./formats/stavrobot.js";
 import { InstallJobs } from "./install-jobs.js";
 import { Lifecycle } from "./lifecycle.js";
 import { PermissionStore } from "./permissions.js";
@@ -88,11 +90,6 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     ...(options.sandboxPath !== undefined ? { path: options.sandboxPath } : {}),
   });
   const runsDir = options.runsDir ?? join(options.stateDir, "runs");
-  const plugins = new PluginStore(
-    options.pluginsDir,
-    logger.child("plugins"),
-    options.cacheManifests ?? true,
-  );
   const background = new BackgroundTasks(logger);
   const permissions = new PermissionStore(join(options.stateDir, "permissions.json"));
   const running = new RunningRecords(join(options.stateDir, "running"), logger.child("running"));
@@ -116,6 +113,13 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     limits,
     logger: logger.child("run"),
   });
+  const formats = new Formats([stavrobotFormat(executor)]);
+  const plugins = new PluginStore(
+    options.pluginsDir,
+    logger.child("plugins"),
+    formats,
+    options.cacheManifests ?? true,
+  );
   const gitEnv: Record<string, string> = {
     PATH: process.env.PATH ?? DEFAULT_TOOL_PATH,
     HOME: process.env.HOME ?? "/root",
@@ -125,6 +129,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     pluginsDir: options.pluginsDir,
     cacheDir: options.cacheDir,
     plugins,
+    formats,
     executor,
     isolation,
     outbox,
@@ -137,6 +142,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
   });
   const tools = new ToolService({
     plugins,
+    formats,
     executor,
     outbox,
     running,
@@ -205,6 +211,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     },
     async stop() {
       await outbox.stop();
+      await formats.stopAll();
       await executor.settle();
     },
     settle: () => executor.settle(),

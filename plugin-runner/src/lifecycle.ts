@@ -30,7 +30,7 @@ import {
   writeConfigValues,
 } from "./plugin-config.js";
 import type { PluginStore } from "./plugins.js";
-import { loadPlugin } from "./plugins.js";
+import type { Formats } from "./formats/index.js";
 import { truncateInstructions } from "./present.js";
 import type { RunningRecords } from "./running.js";
 import type { Isolation } from "./users.js";
@@ -39,6 +39,7 @@ export interface LifecycleOptions {
   pluginsDir: string;
   cacheDir: string;
   plugins: PluginStore;
+  formats: Formats;
   executor: Executor;
   isolation: Isolation;
   outbox: Outbox;
@@ -75,7 +76,7 @@ export class Lifecycle {
         }
         let name: string;
         try {
-          name = (await loadPlugin(temp, undefined)).name;
+          name = (await this.options.formats.load({ dir: temp })).plugin.name;
         } catch (error) {
           throw new DomainError("invalid", `Invalid plugin: ${errorMessage(error)}`);
         }
@@ -102,6 +103,7 @@ export class Lifecycle {
         );
       }
       // The code is about to change under them, and nothing of the plugin may race the chown below.
+      await this.options.formats.stop(name);
       await this.options.isolation.killProcesses(name);
       const timeoutMs = this.options.gitTimeoutMs;
       // git runs in the plugin's sandbox, as its user, with only its own (plugin-controlled) config.
@@ -231,7 +233,7 @@ export class Lifecycle {
     if (owner) await chownTree(dir, owner);
     await chmod(dir, 0o700);
     this.options.plugins.invalidate(name);
-    const plugin = await loadPlugin(dir, name);
+    const plugin = (await this.options.formats.load({ dir, expectedName: name })).plugin;
     if (!this.options.permissions.has(name)) await this.options.permissions.set(name, ["*"]);
     const defaults = withDefaults(plugin, await readConfigValues(dir, logger));
     await writeConfigValues(dir, defaults.values, this.options.permissions.get(name), owner);
@@ -288,6 +290,7 @@ export class Lifecycle {
   /** Removes every trace of a plugin: its processes, directory, cache and user. */
   private async purge(name: string): Promise<void> {
     const { isolation, pluginsDir, cacheDir } = this.options;
+    await this.options.formats.stop(name);
     await isolation.killProcesses(name);
     this.options.executor.forget(name);
     this.options.plugins.invalidate(name);

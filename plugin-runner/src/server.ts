@@ -60,6 +60,7 @@ export function buildRoutes(deps: ServerDeps): Router {
         description: plugin.description,
         editable: plugin.editable,
         permissions: permissions.get(plugin.name),
+        format: plugin.format,
       }));
       return { json: { plugins: listed } };
     })

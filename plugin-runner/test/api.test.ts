@@ -89,6 +89,7 @@ describe("bundles", () => {
       description: `The ${echo} plugin`,
       editable: true,
       permissions: ["*"],
+      format: "stavrobot",
     });
   });
 

@@ -26,7 +26,10 @@ export const toolSummarySchema = z.object({
   name: z.string(),
   description: z.string(),
   async: z.boolean(),
+  /** Stavrobot's flat parameters; for a JSON Schema format, a flat view of `schema`'s properties. */
   parameters: z.record(z.string(), toolParameterSchema),
+  /** The JSON Schema the plugin declared (Cyclop One, Workbench), exactly as declared. */
+  schema: z.record(z.string(), z.unknown()).optional(),
 });
 export type ToolSummary = z.infer<typeof toolSummarySchema>;
 
@@ -48,11 +51,15 @@ export const configKeyStatusSchema = z.object({
   configured: z.boolean(),
 });
 
+/** The plugin formats the runner hosts (a plugin's `format`; absent from older runners: Stavrobot). */
+export const PLUGIN_FORMATS = ["stavrobot", "cyclopone", "workbench"] as const;
+
 export const pluginSummarySchema = z.object({
   name: z.string(),
   description: z.string(),
   editable: z.boolean(),
   permissions: permissionsSchema,
+  format: z.enum(PLUGIN_FORMATS).optional(),
 });
 export type PluginSummary = z.infer<typeof pluginSummarySchema>;
 
