@@ -75,6 +75,7 @@ const siblings: Sibling[] = [
         PORT: String(ports.pluginRunner),
         PLUGINS_DIR: pluginsDir,
         PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
+        PLUGIN_DATA_DIR: join(paths.dataDir, "plugin-data"),
         PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
         // Tools find uv, python3, node and git where this launcher finds them.
         PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),

@@ -10,6 +10,7 @@ export const hostEnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3003),
   PLUGINS_DIR: z.string().min(1).default("data/plugins"),
   PLUGIN_CACHE_DIR: z.string().min(1).default("cache/plugins"),
+  PLUGIN_DATA_DIR: z.string().min(1).default("data/plugin-data"),
   PLUGIN_RUNNER_STATE_DIR: z.string().min(1).default("data/plugin-runner"),
   PLUGIN_RUNS_DIR: z.string().min(1).optional(),
   PLUGIN_SANDBOX: z.enum(["auto", "plain"]).default("auto"),
@@ -27,6 +28,7 @@ export interface HostConfig {
   /** Absolute paths. */
   pluginsDir: string;
   cacheDir: string;
+  dataDir: string;
   stateDir: string;
   runsDir: string;
   plainSandbox: boolean;
@@ -50,6 +52,7 @@ export function hostConfig(e: HostEnv): Readonly<HostConfig> {
   return Object.freeze({
     pluginsDir: resolve(e.PLUGINS_DIR),
     cacheDir: resolve(e.PLUGIN_CACHE_DIR),
+    dataDir: resolve(e.PLUGIN_DATA_DIR),
     stateDir,
     runsDir: e.PLUGIN_RUNS_DIR ? resolve(e.PLUGIN_RUNS_DIR) : join(stateDir, "runs"),
     plainSandbox: e.PLUGIN_SANDBOX === "plain",

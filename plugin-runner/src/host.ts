@@ -1,5 +1,5 @@
 import { chmod, mkdir, readdir, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import {
   Outbox,
   PLUGIN_NAME_PATTERN,
@@ -17,9 +17,11 @@ import type { Limits } from "./executor.js";
 import { DEFAULT_LIMITS, Executor } from "./executor.js";
 import { Formats } from "./formats/index.js";
 import { stavrobotFormat } from "./formats/stavrobot.js";
+import { cyclopOneFormat } from "./formats/cyclopone.js";
 import { InstallJobs } from "./install-jobs.js";
 import { Lifecycle } from "./lifecycle.js";
 import { PermissionStore } from "./permissions.js";
+import { SourceStore } from "./sources.js";
 import { PluginStore } from "./plugins.js";
 import { RunningRecords } from "./running.js";
 import type { ServerDeps } from "./server.js";
@@ -30,6 +32,8 @@ import { createIsolation } from "./users.js";
 export interface PluginHostOptions {
   pluginsDir: string;
   cacheDir: string;
+  /** Per-plugin persistent data (Cyclop One's data directories); default `<cacheDir>/../plugin-data`. */
+  dataDir?: string;
   /** The service's private state: outbox, running records, permissions, run directories. */
   stateDir: string;
   /** Parent of the per-run work directories (namespaces mode); default `<stateDir>/runs`. */
@@ -92,6 +96,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
   const runsDir = options.runsDir ?? join(options.stateDir, "runs");
   const background = new BackgroundTasks(logger);
   const permissions = new PermissionStore(join(options.stateDir, "permissions.json"));
+  const sources = new SourceStore(join(options.stateDir, "sources.json"));
   const running = new RunningRecords(join(options.stateDir, "running"), logger.child("running"));
   const app = createServiceClient({ baseUrl: options.appInternalUrl, bearer: options.secret });
   const outbox = new Outbox({
@@ -102,8 +107,10 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     baseDelayMs: options.outboxBaseDelayMs,
     maxDelayMs: options.outboxMaxDelayMs,
   });
+  const dataDir = options.dataDir ?? join(dirname(options.cacheDir), "plugin-data");
   const executor = new Executor({
     cacheDir: options.cacheDir,
+    dataDir,
     runsDir,
     tmpDir: options.tmpDir,
     isolation,
@@ -113,7 +120,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     limits,
     logger: logger.child("run"),
   });
-  const formats = new Formats([stavrobotFormat(executor)]);
+  const formats = new Formats([stavrobotFormat(executor), cyclopOneFormat(executor)]);
   const plugins = new PluginStore(
     options.pluginsDir,
     logger.child("plugins"),
@@ -128,6 +135,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
   const lifecycle = new Lifecycle({
     pluginsDir: options.pluginsDir,
     cacheDir: options.cacheDir,
+    dataDir,
     plugins,
     formats,
     executor,
@@ -135,6 +143,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     outbox,
     running,
     permissions,
+    sources,
     background,
     logger: logger.child("lifecycle"),
     gitEnv,
@@ -163,6 +172,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     lifecycle,
     installJobs,
     permissions,
+    sources,
     sandbox: sandbox.status,
   };
 
@@ -179,14 +189,14 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
       await chmod(stateDir, 0o700);
       await mkdir(runsDir, { recursive: true, mode: 0o700 });
       await chmod(runsDir, 0o700);
-      for (const dir of [pluginsDir, cacheDir]) {
+      for (const dir of [pluginsDir, cacheDir, dataDir]) {
         await mkdir(dir, { recursive: true, mode: 0o711 });
         // Plain mode: plugin users pass through to their own directory but cannot list the others.
         await chmod(dir, enabled ? 0o711 : 0o700);
       }
       // Plain mode uses the real paths: plugin users must be able to walk down to them.
       if (enabled && sandbox.mode === "plain") {
-        for (const dir of [pluginsDir, cacheDir]) await warnIfUnreachable(dir, logger);
+        for (const dir of [pluginsDir, cacheDir, dataDir]) await warnIfUnreachable(dir, logger);
         await keepReachableRuntimes(toolEnv.path, executor, logger);
       }
       if (!enabled) {
@@ -201,6 +211,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
       await removeEntries(pluginsDir, (name) => name.startsWith(".tmp-install-"));
       await removeEntries(runsDir, () => true);
       await permissions.load();
+      await sources.load();
       const adopted = await adoptPlugins(pluginsDir, lifecycle, logger);
       // Whatever a previous process left running (detached processes, cut-off async runs) ends now.
       await isolation.killProcessesOf(adopted);

@@ -1,4 +1,4 @@
-import { chmod, lstat, mkdir, mkdtemp, rename, rm } from "node:fs/promises";
+import { chmod, lstat, mkdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import {
   DomainError,
@@ -7,6 +7,7 @@ import {
   errorMessage,
   pathExists,
   permissionsSchema,
+  readFileNoFollow,
   removeTree,
   writeFileAtomic,
 } from "@stavrobot/common";
@@ -15,7 +16,10 @@ import type { BackgroundTasks } from "./background.js";
 import type { Executor } from "./executor.js";
 import type { GitRun } from "./git.js";
 import type { InstallProgress } from "./install-jobs.js";
-import { GIT_ENV, checkGitUrl, gitClone, gitFetch, gitResetToFetched, gitShowFetched } from "./git.js";
+import { GIT_ENV, gitFetch, gitHead, gitResetTo, gitResetToFetched, gitShowFetched } from "./git.js";
+import { fetchPlugin } from "./fetch-plugin.js";
+import type { Source, SourceStore } from "./sources.js";
+import { parseInstallUrl } from "./sources.js";
 import { parseManifest, pluginManifestSchema } from "./manifest.js";
 import { initResultMessage } from "./messages.js";
 import type { Outbox } from "@stavrobot/common";
@@ -31,6 +35,8 @@ import {
 } from "./plugin-config.js";
 import type { PluginStore } from "./plugins.js";
 import type { Formats } from "./formats/index.js";
+import { FORMAT_LABELS } from "./formats/index.js";
+import type { Plugin } from "./plugins.js";
 import { truncateInstructions } from "./present.js";
 import type { RunningRecords } from "./running.js";
 import type { Isolation } from "./users.js";
@@ -38,6 +44,7 @@ import type { Isolation } from "./users.js";
 export interface LifecycleOptions {
   pluginsDir: string;
   cacheDir: string;
+  dataDir: string;
   plugins: PluginStore;
   formats: Formats;
   executor: Executor;
@@ -47,6 +54,8 @@ export interface LifecycleOptions {
   permissions: PermissionStore;
   background: BackgroundTasks;
   logger: Logger;
+  /** Folder installs (`#path=`), which update by cloning again. */
+  sources: SourceStore;
   /** For `git clone` (as the service itself): PATH, HOME and certificate variables. */
   gitEnv: Record<string, string>;
   gitTimeoutMs: number;
@@ -58,37 +67,33 @@ export class Lifecycle {
 
   constructor(private readonly options: LifecycleOptions) {}
 
-  /** `progress` hears each step as it starts (the install jobs report it to the owner). */
+  /**
+   * Installs from a git URL, optionally naming a folder of the repository (`#path=<dir>`).
+   * `progress` hears each step as it starts (the install jobs report it to the owner).
+   */
   install(url: string, progress?: InstallProgress): Promise<InstallResponse> {
-    checkGitUrl(url);
+    const source = parseInstallUrl(url);
     return this.lock.run(async () => {
       const { pluginsDir } = this.options;
       progress?.("cloning");
-      const temp = await mkdtemp(join(pluginsDir, ".tmp-install-"));
+      const fetched = await fetchPlugin(source, this.options);
       let installed: string | undefined;
       try {
-        try {
-          await gitClone(url, temp, { timeoutMs: this.options.gitTimeoutMs, env: this.options.gitEnv });
-        } catch (error) {
-          throw error instanceof DomainError
-            ? error
-            : new DomainError("invalid", `Failed to clone repository: ${errorMessage(error)}`);
-        }
-        let name: string;
-        try {
-          name = (await this.options.formats.load({ dir: temp })).plugin.name;
-        } catch (error) {
-          throw new DomainError("invalid", `Invalid plugin: ${errorMessage(error)}`);
-        }
+        const name = fetched.plugin.name;
         if (await pathExists(join(pluginsDir, name)))
           throw new DomainError("conflict", `Plugin "${name}" is already installed.`);
-        await rename(temp, join(pluginsDir, name));
+        await rename(fetched.root, join(pluginsDir, name));
         installed = name;
+        await this.options.sources.set(
+          name,
+          source.path ? { url: source.url, path: source.path } : undefined,
+        );
         return await this.setUp(name, "installed", progress);
       } catch (error) {
-        await rm(temp, { recursive: true, force: true });
         if (installed) await this.purge(installed);
         throw error;
+      } finally {
+        await rm(fetched.temp, { recursive: true, force: true });
       }
     });
   }
@@ -96,6 +101,8 @@ export class Lifecycle {
   update(name: string): Promise<InstallResponse> {
     return this.lock.run(async () => {
       const dir = await this.existingDir(name);
+      const source = this.options.sources.get(name);
+      if (source) return this.updateFolder(name, dir, source);
       if (!(await pathExists(join(dir, ".git")))) {
         throw new DomainError(
           "invalid",
@@ -120,18 +127,55 @@ export class Lifecycle {
       } catch (error) {
         throw new DomainError("invalid", `Failed to fetch updates: ${errorMessage(error)}`);
       }
-      const manifest = await gitShowFetched(run, "manifest.json", timeoutMs);
-      try {
-        if (manifest === undefined) throw new Error("manifest.json is missing");
-        const parsed = parseManifest(Buffer.from(manifest), pluginManifestSchema);
-        if (parsed.name !== name) throw new Error(`the manifest now names the plugin "${parsed.name}"`);
-      } catch (error) {
-        throw new DomainError("invalid", `Update refused, nothing was changed: ${errorMessage(error)}`);
+      const format = await this.options.formats.detect(dir);
+      if (format?.id === "stavrobot" || !format) {
+        const manifest = await gitShowFetched(run, "manifest.json", timeoutMs);
+        try {
+          if (manifest === undefined) throw new Error("manifest.json is missing");
+          const parsed = parseManifest(Buffer.from(manifest), pluginManifestSchema);
+          if (parsed.name !== name) throw new Error(`the manifest now names the plugin "${parsed.name}"`);
+        } catch (error) {
+          throw new DomainError("invalid", `Update refused, nothing was changed: ${errorMessage(error)}`);
+        }
+        await gitResetToFetched(run, timeoutMs);
+      } else {
+        // Other formats are read from the checked-out files: check them there, and go back if they fail.
+        const before = (await gitHead(run, timeoutMs)).trim();
+        await gitResetToFetched(run, timeoutMs);
+        try {
+          await this.options.formats.load({ dir, expectedName: name });
+        } catch (error) {
+          await gitResetTo(run, before, timeoutMs);
+          throw new DomainError("invalid", `Update refused, nothing was changed: ${errorMessage(error)}`);
+        }
       }
-      await gitResetToFetched(run, timeoutMs);
       this.options.plugins.invalidate(name);
       return this.setUp(name, "updated");
     });
+  }
+
+  /** A folder install: its repository is cloned again and the folder replaced (config.json kept). */
+  private async updateFolder(name: string, dir: string, source: Source): Promise<InstallResponse> {
+    const fetched = await fetchPlugin(source, this.options);
+    try {
+      if (fetched.plugin.name !== name) {
+        throw new DomainError(
+          "invalid",
+          `Update refused, nothing was changed: the plugin is now named "${fetched.plugin.name}"`,
+        );
+      }
+      await this.options.formats.stop(name);
+      await this.options.isolation.killProcesses(name);
+      const config = await readFileNoFollow(join(dir, "config.json"), 1024 * 1024).catch(() => undefined);
+      if (config) await writeFileAtomic(join(fetched.root, "config.json"), config.toString("utf8"));
+      const old = join(fetched.temp, ".previous");
+      await rename(dir, old);
+      await rename(fetched.root, dir);
+    } finally {
+      await rm(fetched.temp, { recursive: true, force: true });
+    }
+    this.options.plugins.invalidate(name);
+    return this.setUp(name, "updated");
   }
 
   remove(name: string): Promise<{ message: string }> {
@@ -258,7 +302,8 @@ export class Lifecycle {
     const missing = missingRequired(plugin, values);
     const instructions = truncateInstructions(plugin.instructions);
     const config = configStatus(plugin, values);
-    const lines = [`Plugin "${name}" ${verb}.`];
+    const lines = [`Plugin "${name}" ${verb}.`, `Its format is ${FORMAT_LABELS[plugin.format]}.`];
+    const clashes = await this.toolClashes(plugin);
     if (applied.length > 0) lines.push(`Default values were applied for: ${applied.join(", ")}.`);
     if (missing.length > 0) {
       const keys = missing.map((entry) => `${entry.key} (${entry.description})`).join(", ");
@@ -275,9 +320,29 @@ export class Lifecycle {
       ...(instructions ? { instructions } : {}),
       ...(initOutput ? { init_output: initOutput } : {}),
       ...(missing.length > 0 ? { missing_config: missing } : {}),
-      ...(plugin.skipped.length > 0 ? { warnings: plugin.skipped } : {}),
+      ...(plugin.skipped.length + clashes.length > 0 ? { warnings: [...plugin.skipped, ...clashes] } : {}),
+      format: plugin.format,
       message: lines.join(" "),
     };
+  }
+
+  /**
+   * Tool names another plugin offers too. Tools are always called through their plugin's name, so
+   * neither hides the other; the owner and the model are told, never left to find out.
+   */
+  private async toolClashes(plugin: Plugin): Promise<string[]> {
+    const clashes: string[] = [];
+    for (const other of await this.options.plugins.list()) {
+      if (other.name === plugin.name) continue;
+      for (const tool of plugin.tools) {
+        if (other.tools.some((candidate) => candidate.name === tool.name)) {
+          clashes.push(
+            `Tool "${tool.name}" is also offered by plugin "${other.name}": each is run through its own plugin's name.`,
+          );
+        }
+      }
+    }
+    return clashes;
   }
 
   private async existingDir(name: string): Promise<string> {
@@ -296,7 +361,9 @@ export class Lifecycle {
     this.options.plugins.invalidate(name);
     await removeTree(join(pluginsDir, name));
     await removeTree(join(cacheDir, name));
+    await removeTree(join(this.options.dataDir, name));
     await this.options.permissions.remove(name);
+    await this.options.sources.set(name, undefined);
     await isolation.removeUser(name);
   }
 }

@@ -19,6 +19,7 @@ import type { Lifecycle } from "./lifecycle.js";
 import type { PermissionStore } from "./permissions.js";
 import { isConfigured, readConfigValues } from "./plugin-config.js";
 import type { PluginStore } from "./plugins.js";
+import type { SourceStore } from "./sources.js";
 import { pluginDetail } from "./present.js";
 import type { ToolService } from "./tool-service.js";
 
@@ -34,6 +35,8 @@ export interface ServerDeps {
   /** Installs that answer at once (`Prefer: respond-async`) and report their progress. */
   installJobs: InstallJobs;
   permissions: PermissionStore;
+  /** Folder installs: not editable, although they have no `.git`. */
+  sources: SourceStore;
   /** How tool processes are isolated here (reported by `GET /health`). */
   sandbox: SandboxStatus;
   bodyLimitBytes?: number;
@@ -51,14 +54,14 @@ export function buildServer(deps: ServerDeps): RequestListener {
 /** The route table. Handlers validate, call a domain function and answer; errors become JSON in common's listener. */
 export function buildRoutes(deps: ServerDeps): Router {
   const limit = deps.bodyLimitBytes ?? BODY_LIMIT_BYTES;
-  const { plugins, tools, lifecycle, logger, permissions, installJobs } = deps;
+  const { plugins, tools, lifecycle, logger, permissions, installJobs, sources } = deps;
   // The routes keep the wire contract's "bundles" (the app calls them so); inside, a bundle is a plugin.
   return new Router()
     .get("/bundles", async () => {
       const listed = (await plugins.list()).map((plugin) => ({
         name: plugin.name,
         description: plugin.description,
-        editable: plugin.editable,
+        editable: plugin.editable && !sources.get(plugin.name),
         permissions: permissions.get(plugin.name),
         format: plugin.format,
       }));
@@ -68,7 +71,8 @@ export function buildRoutes(deps: ServerDeps): Router {
       const plugin = await plugins.get(params.name ?? "");
       if (!plugin) throw notFound("Bundle not found");
       const values = await readConfigValues(plugin.dir, logger);
-      return { json: pluginDetail(plugin, values, permissions.get(plugin.name)) };
+      const detail = pluginDetail(plugin, values, permissions.get(plugin.name));
+      return { json: { ...detail, editable: detail.editable && !sources.get(plugin.name) } };
     })
     .get("/bundles/:name/config", async ({ params }) => {
       const plugin = await plugins.get(params.name ?? "");

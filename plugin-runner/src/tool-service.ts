@@ -11,6 +11,7 @@ import type { Outbox } from "@stavrobot/common";
 import type { PermissionStore } from "./permissions.js";
 import type { RunningRecords } from "./running.js";
 import { validateParams } from "./validate.js";
+import { validateAgainstSchema } from "./formats/json-schema.js";
 
 export interface ToolServiceOptions {
   plugins: PluginStore;
@@ -45,7 +46,9 @@ export class ToolService {
     const allowed = permissions.get(pluginName);
     if (allowed.length === 0) throw new DomainError("forbidden", "Plugin is disabled");
     if (!isToolPermitted(allowed, toolName)) throw new DomainError("forbidden", "Tool not permitted");
-    const params = validateParams(tool.parameters, input);
+    const params = tool.schema
+      ? validateAgainstSchema(tool.schema, input)
+      : validateParams(tool.parameters, input);
     const format = formats.get(plugin.format);
     if (!tool.async) {
       return {

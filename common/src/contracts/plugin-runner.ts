@@ -140,6 +140,8 @@ export const installResponseSchema = z.object({
   init_output: z.string().optional(),
   missing_config: z.array(missingConfigSchema).optional(),
   warnings: z.array(z.string()).optional(),
+  /** The plugin's format (absent from older runners: Stavrobot). */
+  format: z.enum(PLUGIN_FORMATS).optional(),
   message: z.string(),
 });
 export type InstallResponse = z.infer<typeof installResponseSchema>;

@@ -61,6 +61,12 @@ export interface PluginFormat {
   stopAll(): Promise<void>;
 }
 
+/**
+ * Tool names of the formats that name their own (Cyclop One's `snake_case`, Workbench's
+ * `category.toolName`): they become URL segments, so `.` and `..` alone, slashes and spaces are not.
+ */
+export const FORMAT_TOOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
 /** The flat `{name: {type, description}}` view of a JSON Schema's top-level properties (for lists and files). */
 export function flatParameters(schema: JsonSchema | undefined): Record<string, ToolParameter> {
   const properties = schema?.properties;

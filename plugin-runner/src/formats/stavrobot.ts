@@ -6,6 +6,7 @@ import { parseManifest, pluginManifestSchema, toolManifestSchema } from "../mani
 import type { Plugin, ToolDef } from "../plugins.js";
 import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
 import type { LoadRequest, Loaded, PluginFormat } from "./format.js";
+import { runStavrobotTool } from "./stavrobot-run.js";
 
 const MANIFEST_MAX_BYTES = 256 * 1024;
 
@@ -20,7 +21,7 @@ export function stavrobotFormat(executor: Executor): PluginFormat {
     id: "stavrobot",
     recognise: (dir) => pathExists(join(dir, "manifest.json")),
     load: loadStavrobot,
-    run: (plugin, tool, params, timeoutMs) => executor.runTool(plugin, tool, params, timeoutMs),
+    run: (plugin, tool, params, timeoutMs) => runStavrobotTool(executor, plugin, tool, params, timeoutMs),
     stop: async () => {},
     stopAll: async () => {},
   };

@@ -1,0 +1,165 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { git } from "./helpers.js";
+
+/**
+ * Plugins of the other formats, written (and compiled) at test time, as their authors would publish
+ * them: a Cyclop One plugin whose tools are a shell script, Python, Node and a C program, with the
+ * documented top-level entrypoint and the newer per-tool ones; Workbench plugins in a folder of a
+ * larger repository. Each is a git repository a test serves over `git daemon`.
+ */
+
+/** Writes `files` (path → content; a leading `!` on the content marks it executable). */
+export function writeFiles(root: string, files: Record<string, string>): void {
+  for (const [path, content] of Object.entries(files)) {
+    const full = join(root, path);
+    mkdirSync(dirname(full), { recursive: true });
+    const executable = content.startsWith("!");
+    writeFileSync(full, executable ? content.slice(1) : content, { mode: executable ? 0o755 : 0o644 });
+  }
+}
+
+/** `git init` + commit of everything in `dir`. */
+export function commitAll(dir: string, message = "plugin"): void {
+  if (!existsSync(join(dir, ".git"))) git(dir, "init", "-q", "-b", "main");
+  git(dir, "add", "-A");
+  git(dir, "commit", "-q", "--allow-empty", "-m", message);
+}
+
+/** The C tool: prints plain text (not JSON) naming its working directory and its input's size. */
+const C_SOURCE = `#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+  char buf[65536]; size_t total = 0, n;
+  while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) total += n;
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) return 2;
+  printf("compiled tool read %zu bytes in %s\\n", total, cwd);
+  return 0;
+}
+`;
+
+export interface CyclopOneOptions {
+  /** plugin.json's name. */
+  name: string;
+  version?: string;
+  permissions?: string[];
+  /** Extra tools appended to plugin.json (with their files written by the caller). */
+  extraTools?: Record<string, unknown>[];
+}
+
+/**
+ * A Cyclop One plugin in `dir`: `hello_greet` (the documented shell script, top-level entrypoint),
+ * `py_check` (Python, its own entrypoint: `is_error` when `fail` is set), `kv_set` / `kv_get` (Node,
+ * one per-tool entrypoint, keeping values in its data directory), `c_info` (a compiled C program
+ * printing text), `say_nothing` (empty stdout) and `crash` (exit 3 with stderr).
+ */
+export function writeCyclopOnePlugin(dir: string, options: CyclopOneOptions): void {
+  const manifest = {
+    name: options.name,
+    version: options.version ?? "1.0.0",
+    description: "Tools in four languages.",
+    author: "tests",
+    entrypoint: "main.sh",
+    permissions: options.permissions ?? [],
+    tools: [
+      {
+        name: "hello_greet",
+        description: "Returns a greeting for the given name.",
+        input_schema: {
+          type: "object",
+          properties: { name: { type: "string", description: "The name to greet" } },
+          required: ["name"],
+        },
+      },
+      {
+        name: "py_check",
+        description: "Python: reports the request it got, or an error.",
+        entrypoint: "tools/check.py",
+        input_schema: { type: "object", properties: { fail: { type: "boolean" } }, required: [] },
+      },
+      {
+        name: "kv_set",
+        description: "Stores a value.",
+        entrypoint: "kv.js",
+        input_schema: {
+          type: "object",
+          properties: { key: { type: "string" }, value: { type: "string" } },
+          required: ["key", "value"],
+        },
+      },
+      {
+        name: "kv_get",
+        description: "Reads a value.",
+        entrypoint: "kv.js",
+        input_schema: { type: "object", properties: { key: { type: "string" } }, required: ["key"] },
+      },
+      {
+        name: "c_info",
+        description: "A compiled program.",
+        entrypoint: "bin/info",
+        input_schema: { type: "object" },
+      },
+      { name: "say_nothing", description: "Prints nothing.", entrypoint: "quiet.sh" },
+      { name: "crash", description: "Fails.", entrypoint: "crash.sh" },
+      ...(options.extraTools ?? []),
+    ],
+  };
+  writeFiles(dir, {
+    "plugin.json": JSON.stringify(manifest, null, 2),
+    "main.sh": `!#!/bin/bash
+set -euo pipefail
+REQUEST=$(cat)
+NAME=$(/usr/bin/python3 -c "
+import sys, json
+req = json.loads(sys.stdin.read())
+print(req['input'].get('name', 'World'))
+" <<< "$REQUEST")
+/usr/bin/python3 -c "
+import json
+print(json.dumps({'result': 'Hello, $NAME!', 'is_error': False}))
+"
+`,
+    "tools/check.py": `!#!/usr/bin/env python3
+import json, os, sys
+request = json.load(sys.stdin)
+if request["input"].get("fail"):
+    json.dump({"result": "asked to fail", "is_error": True}, sys.stdout)
+else:
+    json.dump({"result": json.dumps({
+        "tool": request["tool"],
+        "cwd": os.getcwd(),
+        "context": request["context"],
+        "env_plugin_dir": os.environ.get("CYCLOPONE_PLUGIN_DIR"),
+        "env_data_dir": os.environ.get("CYCLOPONE_DATA_DIR"),
+    }), "is_error": False}, sys.stdout)
+`,
+    "kv.js": `!#!/usr/bin/env node
+const fs = require("fs");
+const path = require("path");
+let raw = "";
+process.stdin.on("data", (chunk) => (raw += chunk));
+process.stdin.on("end", () => {
+  const request = JSON.parse(raw);
+  const file = path.join(process.env.CYCLOPONE_DATA_DIR, "store.json");
+  const store = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, "utf8")) : {};
+  if (request.tool === "kv_set") {
+    store[request.input.key] = request.input.value;
+    fs.writeFileSync(file, JSON.stringify(store));
+    console.log(JSON.stringify({ result: "stored " + request.input.key, is_error: false }));
+  } else if (request.input.key in store) {
+    console.log(JSON.stringify({ result: store[request.input.key], is_error: false }));
+  } else {
+    console.log(JSON.stringify({ result: "Key not found: " + request.input.key, is_error: true }));
+  }
+});
+`,
+    "quiet.sh": "!#!/bin/sh\ncat >/dev/null\n",
+    "crash.sh":
+      "!#!/bin/sh\ncat >/dev/null\necho 'the crash tool broke' >&2\necho 'ignored stdout'\nexit 3\n",
+    "src/info.c": C_SOURCE,
+  });
+  mkdirSync(join(dir, "bin"), { recursive: true });
+  execFileSync("gcc", ["-O1", "-o", join(dir, "bin", "info"), join(dir, "src", "info.c")]);
+}
