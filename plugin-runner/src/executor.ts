@@ -12,7 +12,7 @@ import {
   runtimeMounts,
   sanitizeText,
 } from "@stavrobot/common";
-import type { Logger, Mount, Owner, ProcessResult, Sandbox } from "@stavrobot/common";
+import type { Logger, LongLivedProcess, Mount, Owner, ProcessResult, Sandbox } from "@stavrobot/common";
 import type { ToolEnvConfig } from "./config.js";
 import type { RunOutcome } from "./messages.js";
 import type { Plugin } from "./plugins.js";
@@ -339,7 +339,7 @@ export class Executor {
       return rel ? `${pluginRoot}/${rel}` : pluginRoot;
     };
     const network = this.options.networkOf ? this.options.networkOf(plugin) : plugin.network;
-    return { env, mounts, toSandbox, pluginRoot, dataRoot, network };
+    return { env, mounts, toSandbox, pluginRoot, cacheRoot, dataRoot, network };
   }
 
   async spawn(
@@ -382,6 +382,28 @@ export class Executor {
         outcome: { success: false, error: this.tidy((process.failure ?? failureText)(result)) },
       };
     return { ok: true, process: result };
+  }
+
+  /**
+   * Starts a plugin's long-lived process (a Workbench host) as its runs are started: its user, its
+   * mounts and network, the process limit; no timeout of its own (its caller bounds every call).
+   */
+  startKept(
+    prepared: Prepared,
+    paths: { env: Record<string, string>; mounts: Mount[]; network: boolean },
+    process: { command: string; args: string[]; cwd: string; env?: Record<string, string> },
+  ): LongLivedProcess {
+    return this.options.sandbox.start({
+      command: process.command,
+      args: process.args,
+      cwd: process.cwd,
+      env: { ...paths.env, ...process.env },
+      mounts: paths.mounts,
+      network: paths.network,
+      limits: { processes: this.options.limits.processes },
+      stderrTailBytes: this.options.limits.stderrLimitBytes,
+      ...(prepared.owner ? { user: prepared.owner } : {}),
+    });
   }
 
   /** Error texts for the model: storable text, and no host paths of temporary directories. */

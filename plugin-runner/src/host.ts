@@ -18,6 +18,8 @@ import { DEFAULT_LIMITS, Executor } from "./executor.js";
 import { Formats } from "./formats/index.js";
 import { stavrobotFormat } from "./formats/stavrobot.js";
 import { cyclopOneFormat } from "./formats/cyclopone.js";
+import { workbenchFormat } from "./formats/workbench.js";
+import { WorkbenchHosts } from "./formats/workbench-hosts.js";
 import { InstallJobs } from "./install-jobs.js";
 import { Lifecycle } from "./lifecycle.js";
 import { PermissionStore } from "./permissions.js";
@@ -66,6 +68,8 @@ export interface PluginHostOptions {
  */
 export interface PluginHost {
   readonly deps: ServerDeps;
+  /** The Workbench plugins' kept processes. */
+  readonly workbench: WorkbenchHosts;
   readonly outbox: Outbox;
   readonly background: BackgroundTasks;
   readonly isolation: Isolation;
@@ -120,13 +124,21 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     limits,
     logger: logger.child("run"),
   });
-  const formats = new Formats([stavrobotFormat(executor), cyclopOneFormat(executor)]);
+  // The store is made after the formats; a Workbench plugin whose tools changed by themselves is reread.
+  let changed: (plugin: string) => void = () => {};
+  const workbenchHosts = new WorkbenchHosts(executor, logger.child("workbench"), (plugin) => changed(plugin));
+  const formats = new Formats([
+    stavrobotFormat(executor),
+    cyclopOneFormat(executor),
+    workbenchFormat(workbenchHosts),
+  ]);
   const plugins = new PluginStore(
     options.pluginsDir,
     logger.child("plugins"),
     formats,
     options.cacheManifests ?? true,
   );
+  changed = (plugin) => plugins.invalidate(plugin);
   const gitEnv: Record<string, string> = {
     PATH: process.env.PATH ?? DEFAULT_TOOL_PATH,
     HOME: process.env.HOME ?? "/root",
@@ -178,6 +190,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
 
   return {
     deps,
+    workbench: workbenchHosts,
     outbox,
     background,
     isolation,

@@ -163,3 +163,83 @@ process.stdin.on("end", () => {
   mkdirSync(join(dir, "bin"), { recursive: true });
   execFileSync("gcc", ["-O1", "-o", join(dir, "bin", "info"), join(dir, "src", "info.c")]);
 }
+
+/**
+ * A Workbench plugin as Workbench's own plugins are written (`package.json` is just
+ * `{"type": "commonjs"}`, so the folder names it): tools returning each kind of result Workbench
+ * normalises, one without a description, one with a dotted name that keeps state between calls,
+ * one that throws and one that never returns.
+ */
+export const WORKBENCH_TOOLS = `
+let calls = 0;
+module.exports.register = (api) => {
+  api.registerTool({
+    name: "example.echo",
+    description: "Echoes a message with statistics",
+    inputSchema: {
+      type: "object",
+      properties: { message: { type: "string", description: "The message", default: "hi" } },
+      required: ["message"],
+    },
+    run: async (input) => ({
+      content: input.message,
+      metadata: { characterCount: input.message.length, wordCount: input.message.split(/\\s+/).length },
+    }),
+  });
+  api.registerTool({
+    name: "text.plain",
+    description: "Returns a plain string",
+    inputSchema: { type: "object", properties: { name: { type: "string" } } },
+    run: async (input) => "Hello, " + (input.name || "World") + "! Welcome to Workbench.",
+  });
+  api.registerTool({
+    name: "text.fail",
+    description: "Returns an {error} object",
+    inputSchema: { type: "object", properties: {} },
+    run: async () => ({ error: "City not found", attempted: "Atlantis" }),
+  });
+  api.registerTool({
+    name: "data.object",
+    description: "Returns a plain object",
+    inputSchema: { type: "object", properties: {} },
+    run: async () => ({ temperature: 29, unit: "F" }),
+  });
+  api.registerTool({
+    name: "data.blocks",
+    description: "Returns MCP-style content blocks",
+    inputSchema: { type: "object", properties: {} },
+    run: async () => ({ content: [{ type: "text", text: "Weather Report:" }, { type: "text", text: "Temperature: 72F" }] }),
+  });
+  api.registerTool({
+    name: "text.long",
+    description: "Returns too much",
+    inputSchema: { type: "object", properties: {} },
+    run: async () => "x".repeat(600000),
+  });
+  api.registerTool({
+    name: "state.counter",
+    inputSchema: { type: "object", properties: {} },
+    run: async () => { calls += 1; console.log("noise on stdout must not break the host"); return "call " + calls; },
+  });
+  api.registerTool({
+    name: "tool.throws",
+    description: "Throws",
+    inputSchema: { type: "object", properties: {} },
+    run: async () => { throw new Error("something broke inside"); },
+  });
+  api.registerTool({
+    name: "loop.forever",
+    description: "Never returns",
+    inputSchema: { type: "object", properties: {} },
+    run: () => { for (;;) {} },
+  });
+};
+`;
+
+export function writeWorkbenchPlugin(
+  dir: string,
+  index = WORKBENCH_TOOLS,
+  pkg: Record<string, unknown> = { type: "commonjs" },
+): void {
+  writeFiles(dir, { "package.json": JSON.stringify(pkg, null, 2), "index.js": index });
+}

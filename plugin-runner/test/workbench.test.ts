@@ -1,0 +1,186 @@
+import { readFileSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { commitAll, writeFiles, writeWorkbenchPlugin } from "./format-fixtures.js";
+import type { GitDaemon, TestPluginHost } from "./helpers.js";
+import {
+  isRoot,
+  makeTempRoot,
+  sandboxModes,
+  startGitDaemon,
+  startPluginHost,
+  uniqueName,
+} from "./helpers.js";
+import { pluginUserName } from "../src/users.js";
+import { lookupSystemUser } from "@stavrobot/common";
+
+/**
+ * Workbench plugins installed from a folder of a larger repository and run in their own Node
+ * process: every kind of result Workbench normalises, a tool without a description, dotted tool
+ * names, state kept between calls, and a run() that never returns (killed, the process gone, the
+ * plugin and the others answering afterwards).
+ */
+describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (_mode, plainSandbox) => {
+  let t: TestPluginHost;
+  let daemon: GitDaemon;
+  let repos: string;
+  const suffix = uniqueName("wb").slice(3);
+  const name = `echo-tools-${suffix}`;
+  const other = `hello-${suffix}`;
+
+  beforeAll(async () => {
+    repos = makeTempRoot("workbench-repos");
+    const repo = join(repos, "workbench");
+    writeWorkbenchPlugin(join(repo, "plugins", `echo_tools_${suffix}`));
+    writeWorkbenchPlugin(
+      join(repo, "plugins", "hello_world"),
+      `module.exports.register = (api) => api.registerTool({
+        name: "example.helloWorld",
+        description: "A simple hello world tool",
+        inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
+        run: async (input) => ({ content: "Hello, " + input.name + "! Welcome to Workbench." }),
+      });`,
+      { name: other, description: "Says hello." },
+    );
+    writeFiles(repo, { "README.md": "Workbench's app, with its plugins in plugins/." });
+    commitAll(repo);
+    daemon = await startGitDaemon(repos);
+    t = await startPluginHost({ plainSandbox, limits: { syncTimeoutMs: 3_000 } });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const plugin of [name, other]) await t?.request("POST", "/remove", { name: plugin });
+    await t?.close();
+    await daemon?.stop();
+    rmSync(repos, { recursive: true, force: true });
+    if (t) rmSync(t.root, { recursive: true, force: true });
+  });
+
+  const run = (tool: string, params: Record<string, unknown> = {}, plugin = name) =>
+    t.request("POST", `/bundles/${plugin}/tools/${encodeURIComponent(tool)}/run`, params);
+
+  it("installs from a folder, named after it, and lists every registered tool as declared", async () => {
+    const installed = await t.request("POST", "/install", {
+      url: `${daemon.url("workbench")}#path=plugins/echo_tools_${suffix}`,
+    });
+    expect(installed.status).toBe(200);
+    expect(installed.body).toMatchObject({ name, format: "workbench" });
+    expect(installed.body.message).toContain("Workbench");
+    const second = await t.request("POST", "/install", {
+      url: `${daemon.url("workbench")}#path=plugins/hello_world`,
+    });
+    expect(second.body.name).toBe(other);
+
+    const show = await t.request("GET", `/bundles/${name}`);
+    const tools = show.body.tools as { name: string; description: string; schema: unknown }[];
+    expect(tools.map((tool) => tool.name)).toContain("example.echo");
+    expect(tools.find((tool) => tool.name === "state.counter")?.description).toBe("");
+    expect(tools.find((tool) => tool.name === "example.echo")?.schema).toEqual({
+      type: "object",
+      properties: { message: { type: "string", description: "The message", default: "hi" } },
+      required: ["message"],
+    });
+  });
+
+  it("normalises each kind of result as Workbench does", async () => {
+    expect((await run("example.echo", { message: "two words" })).body).toEqual({
+      success: true,
+      output: { content: "two words", metadata: { characterCount: 9, wordCount: 2 } },
+    });
+    expect((await run("text.plain", { name: "Ada" })).body).toEqual({
+      success: true,
+      output: "Hello, Ada! Welcome to Workbench.",
+    });
+    expect((await run("text.fail")).body).toEqual({ success: false, error: "City not found" });
+    expect((await run("data.object")).body).toEqual({
+      success: true,
+      output: {
+        content: JSON.stringify({ temperature: 29, unit: "F" }, null, 2),
+        metadata: { temperature: 29, unit: "F" },
+      },
+    });
+    expect((await run("data.blocks")).body).toEqual({
+      success: true,
+      output: "Weather Report:\nTemperature: 72F",
+    });
+    const long = await run("text.long");
+    expect(long.body.output.content).toHaveLength(500_000);
+    expect(long.body.output.metadata).toEqual({ truncated: true, originalLength: 600_000 });
+    expect(long.body.warnings).toEqual(["Output truncated: the tool returned more than 500000 characters."]);
+    expect((await run("tool.throws")).body).toEqual({
+      success: false,
+      error: "Tool error: something broke inside",
+    });
+    expect((await run("example.echo", {})).body.error).toMatch(/must have required property 'message'/);
+  });
+
+  it("keeps the plugin's state between calls, whatever it prints", async () => {
+    expect((await run("state.counter")).body.output).toBe("call 1");
+    expect((await run("state.counter")).body.output).toBe("call 2");
+  });
+
+  it("kills a run() that never returns at the time limit: the process is gone, and everything answers again", async () => {
+    const before = t.host.workbench.pidOf(name) as number;
+    expect(before).toBeGreaterThan(0);
+    const looping = await run("loop.forever");
+    expect(looping.body.success).toBe(false);
+    expect(looping.body.error).toMatch(/timed out after 3 s/);
+    await vi.waitFor(() => expect(alive(before)).toBe(false), { timeout: 5_000 });
+    if (isRoot) {
+      // Nothing of the plugin's user burns a core any more.
+      const uid = (await lookupSystemUser(pluginUserName(name)))!.uid;
+      await vi.waitFor(() => expect(cpuTicksOf(uid, 300)).toBeLessThan(15), { timeout: 5_000 });
+    }
+    expect((await run("text.plain", { name: "again" })).body.output).toBe(
+      "Hello, again! Welcome to Workbench.",
+    );
+    expect((await run("state.counter")).body.output).toBe("call 1");
+    expect((await run("example.helloWorld", { name: "Bo" }, other)).body).toEqual({
+      success: true,
+      output: "Hello, Bo! Welcome to Workbench.",
+    });
+    expect(t.host.workbench.pidOf(name)).not.toBe(before);
+  });
+
+  it("stops the plugin's process when it is removed", async () => {
+    const pid = t.host.workbench.pidOf(other) as number;
+    expect((await t.request("POST", "/remove", { name: other })).status).toBe(200);
+    await vi.waitFor(() => expect(alive(pid)).toBe(false), { timeout: 5_000 });
+  });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** CPU time (clock ticks) the processes of `uid` use over `ms` milliseconds. */
+function cpuTicksOf(uid: number, ms: number): number {
+  const sample = (): Map<number, number> => {
+    const ticks = new Map<number, number>();
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const status = readFileSync(`/proc/${entry}/status`, "utf8");
+        if (Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) !== uid) continue;
+        const fields = readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ");
+        ticks.set(Number(entry), Number(fields[11]) + Number(fields[12]));
+      } catch {
+        // Gone meanwhile.
+      }
+    }
+    return ticks;
+  };
+  const first = sample();
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    // Busy-wait on purpose: a synchronous sample window.
+  }
+  let used = 0;
+  for (const [pid, ticks] of sample()) used += ticks - (first.get(pid) ?? ticks);
+  return used;
+}
