@@ -14,6 +14,7 @@ export const hostEnvSchema = z.object({
   PLUGIN_RUNNER_STATE_DIR: z.string().min(1).default("data/plugin-runner"),
   PLUGIN_RUNS_DIR: z.string().min(1).optional(),
   PLUGIN_SANDBOX: z.enum(["auto", "plain"]).default("auto"),
+  PLUGIN_ALLOW_WITHOUT_NETWORK_CUT: z.enum(["0", "1", ""]).default(""),
   APP_INTERNAL_URL: z.url().default("http://127.0.0.1:3001"),
   PLUGIN_TOOL_PATH: z.string().min(1).default(DEFAULT_TOOL_PATH),
   UV_PYTHON_INSTALL_DIR: z.string().min(1).optional(),
@@ -32,6 +33,8 @@ export interface HostConfig {
   stateDir: string;
   runsDir: string;
   plainSandbox: boolean;
+  /** Plugins that must not have network run anyway where the sandbox cannot cut it. */
+  allowWithoutNetworkCut: boolean;
   appInternalUrl: string;
   home?: string;
   toolEnv: ToolEnvConfig;
@@ -56,6 +59,7 @@ export function hostConfig(e: HostEnv): Readonly<HostConfig> {
     stateDir,
     runsDir: e.PLUGIN_RUNS_DIR ? resolve(e.PLUGIN_RUNS_DIR) : join(stateDir, "runs"),
     plainSandbox: e.PLUGIN_SANDBOX === "plain",
+    allowWithoutNetworkCut: e.PLUGIN_ALLOW_WITHOUT_NETWORK_CUT === "1",
     appInternalUrl: e.APP_INTERNAL_URL,
     home: e.HOME,
     toolEnv: Object.freeze({

@@ -23,7 +23,10 @@ import { WorkbenchHosts } from "./formats/workbench-hosts.js";
 import { InstallJobs } from "./install-jobs.js";
 import { Lifecycle } from "./lifecycle.js";
 import { PermissionStore } from "./permissions.js";
+import { ApprovalStore } from "./approvals.js";
+import { NetworkPolicy } from "./network.js";
 import { SourceStore } from "./sources.js";
+import { PluginWatcher } from "./watch.js";
 import { PluginStore } from "./plugins.js";
 import { RunningRecords } from "./running.js";
 import type { ServerDeps } from "./server.js";
@@ -55,6 +58,11 @@ export interface PluginHostOptions {
   plainSandbox?: boolean;
   /** Where the sandbox looks for bwrap, setpriv and prlimit; default this process's PATH. */
   sandboxPath?: string;
+  /**
+   * Run plugins that must not have network even where the sandbox cannot remove it (plain mode):
+   * the owner's `[plugins] allowWithoutNetworkCut`. Default false.
+   */
+  allowWithoutNetworkCut?: boolean;
   /** Cache parsed manifests (default); false only to measure what the cache saves. */
   cacheManifests?: boolean;
   outboxBaseDelayMs?: number;
@@ -70,6 +78,8 @@ export interface PluginHost {
   readonly deps: ServerDeps;
   /** The Workbench plugins' kept processes. */
   readonly workbench: WorkbenchHosts;
+  /** Picks up plugins put into the plugins directory by hand. */
+  readonly watcher: PluginWatcher;
   readonly outbox: Outbox;
   readonly background: BackgroundTasks;
   readonly isolation: Isolation;
@@ -112,9 +122,15 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     maxDelayMs: options.outboxMaxDelayMs,
   });
   const dataDir = options.dataDir ?? join(dirname(options.cacheDir), "plugin-data");
+  const network = new NetworkPolicy(
+    join(options.stateDir, "network.json"),
+    sandbox.enforcesNetworkRemoval,
+    options.allowWithoutNetworkCut ?? false,
+  );
   const executor = new Executor({
     cacheDir: options.cacheDir,
     dataDir,
+    networkOf: (plugin) => network.allows(plugin),
     runsDir,
     tmpDir: options.tmpDir,
     isolation,
@@ -144,6 +160,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     HOME: process.env.HOME ?? "/root",
   };
   if (toolEnv.sslCertFile) gitEnv.SSL_CERT_FILE = toolEnv.sslCertFile;
+  const approvals = new ApprovalStore(join(options.stateDir, "approvals.json"), outbox);
   const lifecycle = new Lifecycle({
     pluginsDir: options.pluginsDir,
     cacheDir: options.cacheDir,
@@ -156,6 +173,8 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     running,
     permissions,
     sources,
+    approvals,
+    network,
     background,
     logger: logger.child("lifecycle"),
     gitEnv,
@@ -164,12 +183,22 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
   const tools = new ToolService({
     plugins,
     formats,
+    approvals,
+    network,
     executor,
     outbox,
     running,
     permissions,
     background,
     logger: logger.child("tools"),
+  });
+  const watcher = new PluginWatcher({
+    pluginsDir: options.pluginsDir,
+    formats,
+    plugins,
+    lifecycle,
+    approvals,
+    logger: logger.child("watch"),
   });
   const installJobs = new InstallJobs({
     installer: lifecycle,
@@ -180,17 +209,21 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     secret: options.secret,
     logger,
     plugins,
+    formats,
     tools,
     lifecycle,
     installJobs,
     permissions,
     sources,
+    approvals,
+    network,
     sandbox: sandbox.status,
   };
 
   return {
     deps,
     workbench: workbenchHosts,
+    watcher,
     outbox,
     background,
     isolation,
@@ -225,15 +258,28 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
       await removeEntries(runsDir, () => true);
       await permissions.load();
       await sources.load();
+      await approvals.load();
+      await network.load();
+      if (!network.enforced) {
+        logger.warn(
+          network.allowWithoutCut
+            ? "The sandbox cannot remove the network here (plain mode): plugins that must run without network (Cyclop One plugins without the network permission, plugins the owner switched off) run WITH it, as the owner's configuration allows."
+            : "The sandbox cannot remove the network here (plain mode): plugins that must run without network (Cyclop One plugins without the network permission, plugins the owner switched off) will not run. Install bubblewrap, or set [plugins] allowWithoutNetworkCut = true in config.toml to run them anyway.",
+        );
+      }
       const adopted = await adoptPlugins(pluginsDir, lifecycle, logger);
       // Whatever a previous process left running (detached processes, cut-off async runs) ends now.
       await isolation.killProcessesOf(adopted);
+      // Folders to rename, plugins waiting for approval; then whatever is put in by hand.
+      watcher.start(adopted);
+      await watcher.scan();
       await outbox.start();
       const interrupted = await running.recover(outbox);
       if (interrupted.length > 0)
         logger.warn("background runs were cut off by a restart", { plugins: interrupted });
     },
     async stop() {
+      watcher.stop();
       await outbox.stop();
       await formats.stopAll();
       await executor.settle();

@@ -19,6 +19,9 @@ import type { InstallProgress } from "./install-jobs.js";
 import { GIT_ENV, gitFetch, gitHead, gitResetTo, gitResetToFetched, gitShowFetched } from "./git.js";
 import { fetchPlugin } from "./fetch-plugin.js";
 import type { Source, SourceStore } from "./sources.js";
+import type { ApprovalStore } from "./approvals.js";
+import { APPROVAL_HELP } from "./approvals.js";
+import type { NetworkPolicy } from "./network.js";
 import { parseInstallUrl } from "./sources.js";
 import { parseManifest, pluginManifestSchema } from "./manifest.js";
 import { initResultMessage } from "./messages.js";
@@ -56,6 +59,8 @@ export interface LifecycleOptions {
   logger: Logger;
   /** Folder installs (`#path=`), which update by cloning again. */
   sources: SourceStore;
+  approvals: ApprovalStore;
+  network: NetworkPolicy;
   /** For `git clone` (as the service itself): PATH, HOME and certificate variables. */
   gitEnv: Record<string, string>;
   gitTimeoutMs: number;
@@ -251,6 +256,11 @@ export class Lifecycle {
     });
   }
 
+  /** `adopt`, one operation at a time with the others (a plugin put in by hand while the runner runs). */
+  adoptExclusive(name: string): Promise<void> {
+    return this.lock.run(() => this.adopt(name));
+  }
+
   /**
    * A plugin found on disk at start-up: its permissions come from the service's own store, or, the
    * first time (an install from before, or the reference), from the copy in its config.json.
@@ -304,6 +314,15 @@ export class Lifecycle {
     const config = configStatus(plugin, values);
     const lines = [`Plugin "${name}" ${verb}.`, `Its format is ${FORMAT_LABELS[plugin.format]}.`];
     const clashes = await this.toolClashes(plugin);
+    const waiting = this.options.approvals.waiting(plugin);
+    if (waiting.length > 0) {
+      lines.push(
+        `Its tools wait for the owner's approval of version ${plugin.version} before they can run (${waiting.join(", ")})` +
+          (plugin.declared.length > 0 ? `; it asks for: ${plugin.declared.join(", ")}.` : "."),
+        APPROVAL_HELP.replace("<plugin>", name),
+      );
+      await this.options.approvals.announce(plugin);
+    }
     if (applied.length > 0) lines.push(`Default values were applied for: ${applied.join(", ")}.`);
     if (missing.length > 0) {
       const keys = missing.map((entry) => `${entry.key} (${entry.description})`).join(", ");
@@ -364,6 +383,8 @@ export class Lifecycle {
     await removeTree(join(this.options.dataDir, name));
     await this.options.permissions.remove(name);
     await this.options.sources.set(name, undefined);
+    await this.options.approvals.remove(name);
+    await this.options.network.remove(name);
     await isolation.removeUser(name);
   }
 }

@@ -5,6 +5,8 @@ import type { PluginStore } from "./plugins.js";
 import { describeTools } from "./plugins.js";
 import type { Executor } from "./executor.js";
 import type { Formats } from "./formats/index.js";
+import type { ApprovalStore } from "./approvals.js";
+import type { NetworkPolicy } from "./network.js";
 import type { RunOutcome } from "./messages.js";
 import { toolResultMessage } from "./messages.js";
 import type { Outbox } from "@stavrobot/common";
@@ -16,6 +18,8 @@ import { validateAgainstSchema } from "./formats/json-schema.js";
 export interface ToolServiceOptions {
   plugins: PluginStore;
   formats: Formats;
+  approvals: ApprovalStore;
+  network: NetworkPolicy;
   executor: Executor;
   outbox: Outbox;
   running: RunningRecords;
@@ -46,6 +50,9 @@ export class ToolService {
     const allowed = permissions.get(pluginName);
     if (allowed.length === 0) throw new DomainError("forbidden", "Plugin is disabled");
     if (!isToolPermitted(allowed, toolName)) throw new DomainError("forbidden", "Tool not permitted");
+    // Not an error of the request: the model is told why, and who can change it.
+    const refusal = this.options.approvals.refusal(plugin, toolName) ?? this.options.network.refusal(plugin);
+    if (refusal) return { kind: "done", outcome: { success: false, error: refusal } };
     const params = tool.schema
       ? validateAgainstSchema(tool.schema, input)
       : validateParams(tool.parameters, input);

@@ -26,7 +26,8 @@ describe.each(sandboxModes())("Cyclop One plugins (%s sandbox)", (mode, plainSan
     });
     commitAll(join(repos, "multi"));
     daemon = await startGitDaemon(repos);
-    t = await startPluginHost({ plainSandbox });
+    // Plain mode cannot cut the network of these plugins (they did not ask for it): allowed here.
+    t = await startPluginHost({ plainSandbox, allowWithoutNetworkCut: true });
   }, 60_000);
 
   afterAll(async () => {
@@ -47,6 +48,8 @@ describe.each(sandboxModes())("Cyclop One plugins (%s sandbox)", (mode, plainSan
     expect(installed.body.format).toBe("cyclopone");
     expect(installed.body.message).toContain(`Plugin "${name}" installed.`);
     expect(installed.body.message).toContain("Cyclop One");
+    expect(installed.body.message).toContain("wait for the owner's approval of version 1.0.0");
+    expect((await t.request("POST", "/approve", { name })).body.approved).toHaveLength(7);
     const list = await t.request("GET", "/bundles");
     expect(list.body.plugins).toContainEqual(
       expect.objectContaining({ name, format: "cyclopone", editable: false }),
@@ -143,7 +146,7 @@ describe("Cyclop One manifests (plain sandbox)", () => {
   beforeAll(async () => {
     repos = makeTempRoot("cyclopone-manifests");
     daemon = await startGitDaemon(repos);
-    t = await startPluginHost({ plainSandbox: true });
+    t = await startPluginHost({ plainSandbox: true, allowWithoutNetworkCut: true });
   });
 
   afterAll(async () => {
@@ -177,6 +180,7 @@ describe("Cyclop One manifests (plain sandbox)", () => {
     commitAll(repo);
     const installed = await t.request("POST", "/install", { url: daemon.url("guarded") });
     expect(installed.status).toBe(200);
+    await t.request("POST", "/approve", { name });
     const warnings = installed.body.warnings.join("\n");
     expect(warnings).toMatch(/tool "absolute" skipped: its entrypoint "\/bin\/sh" must be a relative path/);
     expect(warnings).toMatch(/tool "climbing" skipped: its entrypoint .* must be a relative path/);
@@ -222,6 +226,7 @@ describe("Cyclop One manifests (plain sandbox)", () => {
     });
     expect(installed.status).toBe(200);
     expect(installed.body.name).toBe(name);
+    await t.request("POST", "/approve", { name });
     const list = await t.request("GET", "/bundles");
     expect(list.body.plugins).toContainEqual(expect.objectContaining({ name, editable: false }));
     expect((await t.request("POST", `/bundles/${name}/tools/nested_version/run`, {})).body.output).toBe(
@@ -232,6 +237,7 @@ describe("Cyclop One manifests (plain sandbox)", () => {
     commitAll(repo, "v2");
     const updated = await t.request("POST", "/update", { name });
     expect(updated.status).toBe(200);
+    await t.request("POST", "/approve", { name });
     expect((await t.request("POST", `/bundles/${name}/tools/nested_version/run`, {})).body.output).toBe(
       "2.0.0",
     );
@@ -262,6 +268,7 @@ describe("Cyclop One manifests (plain sandbox)", () => {
     const a = await t.request("POST", "/install", { url: daemon.url("same-a") });
     expect(a.body.warnings ?? []).toEqual([]);
     const b = await t.request("POST", "/install", { url: daemon.url("same-b") });
+    for (const name of [first, second]) await t.request("POST", "/approve", { name });
     expect(b.body.warnings).toContain(
       `Tool "shared_tool" is also offered by plugin "${first}": each is run through its own plugin's name.`,
     );

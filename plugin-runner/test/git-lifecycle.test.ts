@@ -131,6 +131,9 @@ describe("a plugin installed from a real git repository", () => {
       editable: false,
       permissions: ["*"],
       format: "stavrobot",
+      asks: [],
+      network: true,
+      networkAllowed: true,
     });
     const show = await t.request("GET", `/bundles/${name}`);
     expect(show.body.tools).toEqual([
