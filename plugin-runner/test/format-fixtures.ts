@@ -243,3 +243,58 @@ export function writeWorkbenchPlugin(
 ): void {
   writeFiles(dir, { "package.json": JSON.stringify(pkg, null, 2), "index.js": index });
 }
+
+/**
+ * A Cyclop One plugin probing what it may reach: `hello`, `dial` (a loopback port: "connected" or
+ * "no connection: …") and `peek` (reads a file it is pointed at: "read: …" or "refused: …").
+ */
+/** Dials a loopback port; says whether it got through. */
+const DIAL = `!#!/usr/bin/env python3
+import json, socket, sys
+request = json.load(sys.stdin)
+try:
+    connection = socket.create_connection(("127.0.0.1", int(request["input"]["port"])), timeout=3)
+    connection.sendall(b"hello")
+    connection.close()
+    print(json.dumps({"result": "connected"}))
+except Exception as error:
+    print(json.dumps({"result": "no connection: " + str(error)}))
+`;
+/** Reads a file it is pointed at; says what it got. */
+const PEEK = `!#!/usr/bin/env python3
+import json, sys
+request = json.load(sys.stdin)
+try:
+    print(json.dumps({"result": "read: " + open(request["input"]["path"]).read()}))
+except Exception as error:
+    print(json.dumps({"result": "refused: " + str(error)}))
+`;
+
+export function probePlugin(dir: string, name: string, version: string, permissions: string[]): void {
+  writeFiles(dir, {
+    "plugin.json": JSON.stringify({
+      name,
+      version,
+      description: "Probes what it may reach.",
+      permissions,
+      tools: [
+        { name: "hello", description: "Greets.", entrypoint: "hello.sh" },
+        {
+          name: "dial",
+          description: "Dials a loopback port.",
+          entrypoint: "dial.py",
+          input_schema: { type: "object", properties: { port: { type: "integer" } }, required: ["port"] },
+        },
+        {
+          name: "peek",
+          description: "Reads a file.",
+          entrypoint: "peek.py",
+          input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+        },
+      ],
+    }),
+    "hello.sh": `!#!/bin/sh\ncat >/dev/null\necho '{"result":"hello from ${version}"}'\n`,
+    "dial.py": DIAL,
+    "peek.py": PEEK,
+  });
+}

@@ -3,7 +3,7 @@ import { createServer } from "node:net";
 import type { Server } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { commitAll, writeCyclopOnePlugin, writeFiles, writeWorkbenchPlugin } from "./format-fixtures.js";
+import { commitAll, probePlugin, writeCyclopOnePlugin, writeWorkbenchPlugin } from "./format-fixtures.js";
 import type { FakeApp, GitDaemon, TestPluginHost } from "./helpers.js";
 import {
   isRoot,
@@ -15,57 +15,6 @@ import {
   uniqueName,
   writePlugin,
 } from "./helpers.js";
-
-/** Dials a loopback port; says whether it got through. */
-const DIAL = `!#!/usr/bin/env python3
-import json, socket, sys
-request = json.load(sys.stdin)
-try:
-    connection = socket.create_connection(("127.0.0.1", int(request["input"]["port"])), timeout=3)
-    connection.sendall(b"hello")
-    connection.close()
-    print(json.dumps({"result": "connected"}))
-except Exception as error:
-    print(json.dumps({"result": "no connection: " + str(error)}))
-`;
-/** Reads a file it is pointed at; says what it got. */
-const PEEK = `!#!/usr/bin/env python3
-import json, sys
-request = json.load(sys.stdin)
-try:
-    print(json.dumps({"result": "read: " + open(request["input"]["path"]).read()}))
-except Exception as error:
-    print(json.dumps({"result": "refused: " + str(error)}))
-`;
-
-function probePlugin(dir: string, name: string, version: string, permissions: string[]): void {
-  writeFiles(dir, {
-    "plugin.json": JSON.stringify({
-      name,
-      version,
-      description: "Probes what it may reach.",
-      permissions,
-      tools: [
-        { name: "hello", description: "Greets.", entrypoint: "hello.sh" },
-        {
-          name: "dial",
-          description: "Dials a loopback port.",
-          entrypoint: "dial.py",
-          input_schema: { type: "object", properties: { port: { type: "integer" } }, required: ["port"] },
-        },
-        {
-          name: "peek",
-          description: "Reads a file.",
-          entrypoint: "peek.py",
-          input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
-        },
-      ],
-    }),
-    "hello.sh": `!#!/bin/sh\ncat >/dev/null\necho '{"result":"hello from ${version}"}'\n`,
-    "dial.py": DIAL,
-    "peek.py": PEEK,
-  });
-}
 
 /**
  * The permission model, enforced: Cyclop One plugins wait for the owner's approval (per tool, per

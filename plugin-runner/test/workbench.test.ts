@@ -14,19 +14,45 @@ import {
 import { pluginUserName } from "../src/users.js";
 import { lookupSystemUser } from "@stavrobot/common";
 
+/** Writes a file into its own folder and reloads itself: the new file registers another tool. */
+const GROWER = `
+const fs = require("fs");
+const path = require("path");
+module.exports.register = (api) => {
+  const schema = { type: "object", properties: {} };
+  api.registerTool({ name: "grow.where", inputSchema: schema, run: async () => api.getPluginsDir() });
+  api.registerTool({
+    name: "grow.add",
+    inputSchema: schema,
+    run: async () => {
+      fs.writeFileSync(path.join(__dirname, "extra.json"), JSON.stringify(["grow.added"]));
+      api.reloadPlugins();
+      return "reloading";
+    },
+  });
+  const extra = path.join(__dirname, "extra.json");
+  if (fs.existsSync(extra)) {
+    for (const name of JSON.parse(fs.readFileSync(extra, "utf8"))) {
+      api.registerTool({ name, inputSchema: schema, run: async () => "added at run time" });
+    }
+  }
+};
+`;
+
 /**
  * Workbench plugins installed from a folder of a larger repository and run in their own Node
  * process: every kind of result Workbench normalises, a tool without a description, dotted tool
  * names, state kept between calls, and a run() that never returns (killed, the process gone, the
  * plugin and the others answering afterwards).
  */
-describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (_mode, plainSandbox) => {
+describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (mode, plainSandbox) => {
   let t: TestPluginHost;
   let daemon: GitDaemon;
   let repos: string;
   const suffix = uniqueName("wb").slice(3);
   const name = `echo-tools-${suffix}`;
   const other = `hello-${suffix}`;
+  const grower = `grower-${suffix}`;
 
   beforeAll(async () => {
     repos = makeTempRoot("workbench-repos");
@@ -42,6 +68,7 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (_mode, plainSan
       });`,
       { name: other, description: "Says hello." },
     );
+    writeWorkbenchPlugin(join(repo, "plugins", "grower"), GROWER, { name: grower, type: "commonjs" });
     writeFiles(repo, { "README.md": "Workbench's app, with its plugins in plugins/." });
     commitAll(repo);
     daemon = await startGitDaemon(repos);
@@ -49,7 +76,7 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (_mode, plainSan
   }, 60_000);
 
   afterAll(async () => {
-    for (const plugin of [name, other]) await t?.request("POST", "/remove", { name: plugin });
+    for (const plugin of [name, other, grower]) await t?.request("POST", "/remove", { name: plugin });
     await t?.close();
     await daemon?.stop();
     rmSync(repos, { recursive: true, force: true });
@@ -140,6 +167,21 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (_mode, plainSan
       output: "Hello, Bo! Welcome to Workbench.",
     });
     expect(t.host.workbench.pidOf(name)).not.toBe(before);
+  });
+
+  it("gives register(api) getPluginsDir and reloadPlugins: a tool added at run time is listed and runs", async () => {
+    const installed = await t.request("POST", "/install", {
+      url: `${daemon.url("workbench")}#path=plugins/grower`,
+    });
+    expect(installed.body.name).toBe(grower);
+    const where = await run("grow.where", {}, grower);
+    expect(where.body.output).toBe(mode === "namespaces" ? "/plugins" : t.pluginsDir);
+    expect((await run("grow.add", {}, grower)).body.output).toBe("reloading");
+    await vi.waitFor(async () => {
+      const show = await t.request("GET", `/bundles/${grower}`);
+      expect(show.body.tools.map((tool: { name: string }) => tool.name)).toContain("grow.added");
+    });
+    expect((await run("grow.added", {}, grower)).body.output).toBe("added at run time");
   });
 
   it("stops the plugin's process when it is removed", async () => {
