@@ -8,7 +8,6 @@ import {
   ensureRealDir,
   freshDir,
   removeTree,
-  resolveInside,
   runtimeMounts,
   sanitizeText,
 } from "@stavrobot/common";
@@ -58,8 +57,6 @@ export interface ExecutorOptions {
   limits: Limits;
   logger: Logger;
 }
-
-const INIT_OUTPUT_CHARS = 8_000;
 
 export interface Prepared {
   owner?: Owner;
@@ -160,32 +157,6 @@ export class Executor {
       if (owned && info.isDirectory()) return cached;
     }
     return this.preparePlugin(pluginDir, plugin);
-  }
-
-  /** Runs the plugin's init script (cwd = plugin root); stdout becomes the init output. */
-  async runInit(plugin: Plugin, timeoutMs: number): Promise<RunOutcome> {
-    if (!plugin.init) return { success: true, output: "" };
-    const prepared = await this.preparePlugin(plugin.dir, plugin.name);
-    let entrypoint: string;
-    try {
-      entrypoint = await resolveInside(plugin.dir, plugin.init.entrypoint);
-    } catch (error) {
-      return { success: false, error: `Invalid init entrypoint: ${(error as Error).message}` };
-    }
-    return this.withWorkDir(plugin.name, prepared.owner, async (work) => {
-      const paths = this.pluginPaths(plugin, prepared, work.host);
-      const result = await this.spawn(plugin.name, prepared, paths, {
-        command: paths.toSandbox(entrypoint),
-        cwd: paths.toSandbox(plugin.dir),
-        stdin: "",
-        timeoutMs,
-      });
-      if (!result.ok) return result.outcome;
-      let output = result.process.stdout.trim();
-      if (output.length > INIT_OUTPUT_CHARS)
-        output = "…(earlier output omitted)\n" + output.slice(-INIT_OUTPUT_CHARS);
-      return { success: true, output: sanitizeText(output) };
-    });
   }
 
   /**

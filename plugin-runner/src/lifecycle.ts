@@ -39,6 +39,7 @@ import {
 import type { PluginStore } from "./plugins.js";
 import type { Formats } from "./formats/index.js";
 import { FORMAT_LABELS } from "./formats/index.js";
+import { runStavrobotInit } from "./formats/stavrobot-run.js";
 import type { Plugin } from "./plugins.js";
 import { truncateInstructions } from "./present.js";
 import type { RunningRecords } from "./running.js";
@@ -295,7 +296,7 @@ export class Lifecycle {
     let initOutput: string | undefined;
     if (plugin.init && !plugin.init.async) {
       progress?.("init");
-      const outcome = await executor.runInit(plugin, executor.limits.syncTimeoutMs);
+      const outcome = await runStavrobotInit(executor, plugin, executor.limits.syncTimeoutMs);
       // The plugin's own failure, not the runner's: the caller is told what its script said.
       if (!outcome.success) throw new DomainError("failed", `Init script failed: ${outcome.error}`);
       initOutput = typeof outcome.output === "string" ? outcome.output : JSON.stringify(outcome.output);
@@ -303,7 +304,7 @@ export class Lifecycle {
     if (plugin.init?.async) {
       const id = await this.options.running.begin({ plugin: name });
       this.options.background.run(`init ${name}`, async () => {
-        const outcome = await executor.runInit(plugin, executor.limits.asyncTimeoutMs);
+        const outcome = await runStavrobotInit(executor, plugin, executor.limits.asyncTimeoutMs);
         await this.options.outbox.enqueue(initResultMessage(name, outcome), { id });
         await this.options.running.end(id);
       });

@@ -1,6 +1,6 @@
 import { lchown, lstat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { collectOutputFiles, sanitizeDeep, sanitizeText } from "@stavrobot/common";
+import { collectOutputFiles, resolveInside, sanitizeDeep, sanitizeText } from "@stavrobot/common";
 import type { ProcessResult, TransportedFile } from "@stavrobot/common";
 import type { Executor, Limits } from "../executor.js";
 import type { RunOutcome } from "../messages.js";
@@ -8,6 +8,37 @@ import type { Plugin, ToolDef } from "../plugins.js";
 import type { ValidatedParams } from "../validate.js";
 
 const MAX_OUTPUT_FILES = 100;
+const INIT_OUTPUT_CHARS = 8_000;
+
+/** Runs a Stavrobot plugin's init script (cwd = plugin root); stdout becomes the init output. */
+export async function runStavrobotInit(
+  executor: Executor,
+  plugin: Plugin,
+  timeoutMs: number,
+): Promise<RunOutcome> {
+  if (!plugin.init) return { success: true, output: "" };
+  const prepared = await executor.preparePlugin(plugin.dir, plugin.name);
+  let entrypoint: string;
+  try {
+    entrypoint = await resolveInside(plugin.dir, plugin.init.entrypoint);
+  } catch (error) {
+    return { success: false, error: `Invalid init entrypoint: ${(error as Error).message}` };
+  }
+  return executor.withWorkDir(plugin.name, prepared.owner, async (work) => {
+    const paths = executor.pluginPaths(plugin, prepared, work.host);
+    const result = await executor.spawn(plugin.name, prepared, paths, {
+      command: paths.toSandbox(entrypoint),
+      cwd: paths.toSandbox(plugin.dir),
+      stdin: "",
+      timeoutMs,
+    });
+    if (!result.ok) return result.outcome;
+    let output = result.process.stdout.trim();
+    if (output.length > INIT_OUTPUT_CHARS)
+      output = "…(earlier output omitted)\n" + output.slice(-INIT_OUTPUT_CHARS);
+    return { success: true, output: sanitizeText(output) };
+  });
+}
 
 /**
  * Runs a Stavrobot tool with the reference's contract:
