@@ -228,6 +228,12 @@ module.exports.register = (api) => {
     run: async () => { throw new Error("something broke inside"); },
   });
   api.registerTool({
+    name: "crash.exit",
+    description: "Ends its own process",
+    inputSchema: { type: "object", properties: {} },
+    run: () => { process.stderr.write("exiting on purpose\\n"); process.exit(7); },
+  });
+  api.registerTool({
     name: "loop.forever",
     description: "Never returns",
     inputSchema: { type: "object", properties: {} },

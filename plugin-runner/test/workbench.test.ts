@@ -184,6 +184,17 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (mode, plainSand
     expect((await run("grow.added", {}, grower)).body.output).toBe("added at run time");
   });
 
+  it("answers a run whose process died, and starts the process again", async () => {
+    const crashed = await run("crash.exit");
+    expect(crashed.body.success).toBe(false);
+    expect(crashed.body.error).toMatch(
+      /process ended while the tool ran\. The process exited with code 7: [\s\S]*exiting on purpose/,
+    );
+    expect((await run("text.plain", { name: "back" })).body.output).toBe(
+      "Hello, back! Welcome to Workbench.",
+    );
+  });
+
   it("stops the plugin's process when it is removed", async () => {
     const pid = t.host.workbench.pidOf(other) as number;
     expect((await t.request("POST", "/remove", { name: other })).status).toBe(200);

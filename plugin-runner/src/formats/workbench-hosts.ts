@@ -76,9 +76,15 @@ export class WorkbenchHosts {
         };
       }
       if (error instanceof ProcessGoneError) {
-        return { success: false, error: `The plugin's process ended while the tool ran. ${error.message}` };
+        return {
+          success: false,
+          error: this.executor.tidy(`The plugin's process ended while the tool ran. ${error.message}`),
+        };
       }
-      return { success: false, error: `The plugin could not be started: ${errorMessage(error)}` };
+      return {
+        success: false,
+        error: this.executor.tidy(`The plugin could not be started: ${errorMessage(error)}`),
+      };
     }
     if (answer.ok !== true) {
       const message = typeof answer.error === "string" ? answer.error : "unknown error";
