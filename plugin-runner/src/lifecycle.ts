@@ -288,7 +288,13 @@ export class Lifecycle {
     if (owner) await chownTree(dir, owner);
     await chmod(dir, 0o700);
     this.options.plugins.invalidate(name);
-    const plugin = (await this.options.formats.load({ dir, expectedName: name })).plugin;
+    let plugin: Plugin;
+    try {
+      plugin = (await this.options.formats.load({ dir, expectedName: name })).plugin;
+    } catch (error) {
+      // Formats that run the plugin to learn its tools (Workbench) fail here: the plugin's failure.
+      throw new DomainError("failed", `The plugin could not be loaded: ${errorMessage(error)}`);
+    }
     if (!this.options.permissions.has(name)) await this.options.permissions.set(name, ["*"]);
     const defaults = withDefaults(plugin, await readConfigValues(dir, logger));
     await writeConfigValues(dir, defaults.values, this.options.permissions.get(name), owner);

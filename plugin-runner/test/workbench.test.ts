@@ -53,6 +53,7 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (mode, plainSand
   const name = `echo-tools-${suffix}`;
   const other = `hello-${suffix}`;
   const grower = `grower-${suffix}`;
+  const broken = `broken-${suffix}`;
 
   beforeAll(async () => {
     repos = makeTempRoot("workbench-repos");
@@ -69,6 +70,11 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (mode, plainSand
       { name: other, description: "Says hello." },
     );
     writeWorkbenchPlugin(join(repo, "plugins", "grower"), GROWER, { name: grower, type: "commonjs" });
+    writeWorkbenchPlugin(
+      join(repo, "plugins", "broken"),
+      'module.exports.register = () => { throw new Error("no register for you"); };',
+      { name: broken },
+    );
     writeFiles(repo, { "README.md": "Workbench's app, with its plugins in plugins/." });
     commitAll(repo);
     daemon = await startGitDaemon(repos);
@@ -76,7 +82,7 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (mode, plainSand
   }, 60_000);
 
   afterAll(async () => {
-    for (const plugin of [name, other, grower]) await t?.request("POST", "/remove", { name: plugin });
+    for (const plugin of [name, other, grower, broken]) await t?.request("POST", "/remove", { name: plugin });
     await t?.close();
     await daemon?.stop();
     rmSync(repos, { recursive: true, force: true });
@@ -193,6 +199,19 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (mode, plainSand
     expect((await run("text.plain", { name: "back" })).body.output).toBe(
       "Hello, back! Welcome to Workbench.",
     );
+  });
+
+  it("refuses a plugin whose register() throws, saying why and keeping nothing", async () => {
+    const response = await t.request("POST", "/install", {
+      url: `${daemon.url("workbench")}#path=plugins/broken`,
+    });
+    expect(response.status).toBe(422);
+    expect(response.body.error).toMatch(
+      /^The plugin could not be loaded: index\.js could not be loaded: .*no register for you/,
+    );
+    expect(
+      (await t.request("GET", "/bundles")).body.plugins.map((p: { name: string }) => p.name),
+    ).not.toContain(broken);
   });
 
   it("stops the plugin's process when it is removed", async () => {

@@ -24,6 +24,8 @@ interface Host {
 }
 
 const HOST_SCRIPT = "workbench-host.cjs";
+/** How long a plugin that failed to load is not tried again while its files stay the same. */
+const RETRY_FAILED_MS = 60_000;
 /** How long loading a plugin (`register(api)`) may take. */
 const LOAD_TIMEOUT_MS = 30_000;
 
@@ -35,6 +37,8 @@ const LOAD_TIMEOUT_MS = 30_000;
  */
 export class WorkbenchHosts {
   private readonly hosts = new Map<string, Host>();
+  /** Plugins whose host could not load them, by the files' stamp: not retried until they change (or a minute passed). */
+  private readonly failures = new Map<string, { stamp: string; error: Error; at: number }>();
 
   constructor(
     private readonly executor: Executor,
@@ -51,8 +55,18 @@ export class WorkbenchHosts {
       await this.stop(plugin.name);
       host = undefined;
     }
+    const failed = this.failures.get(plugin.name);
+    if (!host && failed?.stamp === stamp && Date.now() - failed.at < RETRY_FAILED_MS) throw failed.error;
     host ??= this.create(plugin, stamp);
-    await host.kept.session();
+    try {
+      await host.kept.session();
+    } catch (error) {
+      // Every listing would otherwise start a process to fail again.
+      await this.stop(plugin.name);
+      this.failures.set(plugin.name, { stamp, error: error as Error, at: Date.now() });
+      throw error;
+    }
+    this.failures.delete(plugin.name);
     return { tools: host.tools, skipped: host.skipped };
   }
 
@@ -96,6 +110,7 @@ export class WorkbenchHosts {
   }
 
   async stop(plugin: string): Promise<void> {
+    this.failures.delete(plugin);
     const host = this.hosts.get(plugin);
     this.hosts.delete(plugin);
     await host?.kept.stop(500);
