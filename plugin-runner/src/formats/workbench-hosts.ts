@@ -1,6 +1,13 @@
-import { copyFile, chmod, lstat } from "node:fs/promises";
+import { lstat, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { JsonLines, KeptProcess, ProcessGoneError, TimedOutError, errorMessage } from "@stavrobot/common";
+import {
+  JsonLines,
+  KeptProcess,
+  ProcessGoneError,
+  TimedOutError,
+  errorMessage,
+  writeFileAtomic,
+} from "@stavrobot/common";
 import type { Logger } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
@@ -24,6 +31,8 @@ interface Host {
 }
 
 const HOST_SCRIPT = "workbench-host.cjs";
+/** The host script's text, read once. */
+let hostScript: string | undefined;
 /** How long a plugin that failed to load is not tried again while its files stay the same. */
 const RETRY_FAILED_MS = 60_000;
 /** How long loading a plugin (`register(api)`) may take. */
@@ -136,10 +145,11 @@ export class WorkbenchHosts {
         logger,
         start: async () => {
           const prepared = await executor.prepareForRun(plugin.dir, plugin.name);
-          // A fresh copy each start, the runner's own (the plugin may read it, not change it).
+          // A fresh copy each start, the runner's. The directory is the plugin's: whatever it left at
+          // that path (a symlink to a file of the machine) is replaced by a rename, never written through.
           const script = join(prepared.cache, HOST_SCRIPT);
-          await copyFile(join(HOST_SCRIPTS_DIR, HOST_SCRIPT), script);
-          await chmod(script, 0o644);
+          hostScript ??= await readFile(join(HOST_SCRIPTS_DIR, HOST_SCRIPT), "utf8");
+          await writeFileAtomic(script, hostScript, undefined, 0o644);
           const paths = executor.pluginPaths(plugin, prepared, undefined);
           const process = executor.startKept(prepared, paths, {
             command: "node",
