@@ -19,8 +19,20 @@ const pluginDir = process.env.WORKBENCH_PLUGIN_DIR;
 let tools = new Map();
 let skipped = [];
 
+/** Answers larger than this are refused here: the runner reads lines of at most 8 MB. */
+const MAX_ANSWER_CHARS = 6 * 1024 * 1024;
+
 function send(message) {
-  protocol(JSON.stringify(message) + "\n");
+  let line = JSON.stringify(message);
+  if (line.length > MAX_ANSWER_CHARS && message.id !== undefined) {
+    const megabytes = Math.round(line.length / 1024 / 1024);
+    line = JSON.stringify({
+      id: message.id,
+      ok: false,
+      error: `The tool's result is too large (${megabytes} MB).`,
+    });
+  }
+  protocol(line + "\n");
 }
 
 function describeTools() {

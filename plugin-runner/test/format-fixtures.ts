@@ -228,6 +228,12 @@ module.exports.register = (api) => {
     run: async () => { throw new Error("something broke inside"); },
   });
   api.registerTool({
+    name: "text.huge",
+    description: "Returns far too much",
+    inputSchema: { type: "object", properties: {} },
+    run: async () => ({ content: "y".repeat(10 * 1024 * 1024) }),
+  });
+  api.registerTool({
     name: "crash.exit",
     description: "Ends its own process",
     inputSchema: { type: "object", properties: {} },

@@ -156,6 +156,10 @@ describe.each(sandboxModes())("Workbench plugins (%s sandbox)", (mode, plainSand
       error: "Tool error: something broke inside",
     });
     expect((await run("example.echo", {})).body.error).toMatch(/must have required property 'message'/);
+    expect((await run("text.huge")).body).toEqual({
+      success: false,
+      error: "The tool's result is too large (10 MB).",
+    });
   });
 
   it("keeps the plugin's state between calls, whatever it prints", async () => {
