@@ -109,7 +109,8 @@ async function loadTool(
   fallback: string | undefined,
   known: readonly ToolDef[],
 ): Promise<ToolDef> {
-  if (!FORMAT_TOOL_NAME.test(tool.name)) throw new Error("its name must be letters, digits, _, - or .");
+  if (!FORMAT_TOOL_NAME.test(tool.name))
+    throw new Error("its name must be at most 64 letters, digits, _, - or .");
   if (known.some((other) => other.name === tool.name))
     throw new Error("another tool of the plugin has that name");
   const entrypoint = tool.entrypoint ?? fallback;

@@ -63,9 +63,10 @@ export interface PluginFormat {
 
 /**
  * Tool names of the formats that name their own (Cyclop One's `snake_case`, Workbench's
- * `category.toolName`): they become URL segments, so `.` and `..` alone, slashes and spaces are not.
+ * `category.toolName`): they become URL segments, so `.` and `..` alone, slashes and spaces are not,
+ * and the owner's permissions name them, so at most 64 characters.
  */
-export const FORMAT_TOOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+export const FORMAT_TOOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 /** The flat `{name: {type, description}}` view of a JSON Schema's top-level properties (for lists and files). */
 export function flatParameters(schema: JsonSchema | undefined): Record<string, ToolParameter> {

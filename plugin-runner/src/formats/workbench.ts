@@ -68,7 +68,7 @@ async function loadWorkbench(
       );
     } else if (!FORMAT_TOOL_NAME.test(tool.name)) {
       plugin.skipped.push(
-        `tool "${tool.name.slice(0, 80)}" skipped: its name must be letters, digits, _, - or .`,
+        `tool "${tool.name.slice(0, 80)}" skipped: its name must be at most 64 letters, digits, _, - or .`,
       );
     } else {
       plugin.tools.push(toolDef(dir, tool.name, tool.description, tool.inputSchema));
