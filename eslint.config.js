@@ -12,4 +12,19 @@ export default tseslint.config(
       "no-console": "off",
     },
   },
+  {
+    // Scripts the plugin-runner starts inside plugin sandboxes: plain CommonJS for Node.
+    files: ["**/*.cjs"],
+    languageOptions: {
+      sourceType: "commonjs",
+      globals: {
+        require: "readonly",
+        module: "writable",
+        process: "readonly",
+        console: "readonly",
+        setImmediate: "readonly",
+      },
+    },
+    rules: { "@typescript-eslint/no-require-imports": "off" },
+  },
 );

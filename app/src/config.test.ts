@@ -386,6 +386,7 @@ describe("config.example.toml documents every key", () => {
     expect(sections.map(([name]) => name).sort()).toEqual(
       [
         "budget",
+        "plugins",
         "coder",
         "cost",
         "owner",

@@ -105,6 +105,8 @@ export const configSchema = z
         monthly: z.number().positive().optional(),
       })
       .optional(),
+    /** Read by the launcher for the plugin-runner (see config.example.toml). */
+    plugins: z.strictObject({ allowWithoutNetworkCut: z.boolean().default(false) }).optional(),
   })
   .superRefine((config, ctx) => {
     if (config.apiKey && config.authFile) {

@@ -120,6 +120,8 @@ const siblings: Sibling[] = [
         STAVROBOT_PORT_VARIABLE: "PLUGIN_RUNNER_PORT",
         PLUGINS_DIR: pluginsDir,
         PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
+        PLUGIN_DATA_DIR: join(paths.dataDir, "plugin-data"),
+        ...(config?.plugins?.allowWithoutNetworkCut ? { PLUGIN_ALLOW_WITHOUT_NETWORK_CUT: "1" } : {}),
         PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
         // Tools find uv, python3, node and git where this launcher finds them.
         PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),

@@ -10,9 +10,11 @@ export const hostEnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3003),
   PLUGINS_DIR: z.string().min(1).default("data/plugins"),
   PLUGIN_CACHE_DIR: z.string().min(1).default("cache/plugins"),
+  PLUGIN_DATA_DIR: z.string().min(1).default("data/plugin-data"),
   PLUGIN_RUNNER_STATE_DIR: z.string().min(1).default("data/plugin-runner"),
   PLUGIN_RUNS_DIR: z.string().min(1).optional(),
   PLUGIN_SANDBOX: z.enum(["auto", "plain"]).default("auto"),
+  PLUGIN_ALLOW_WITHOUT_NETWORK_CUT: z.enum(["0", "1", ""]).default(""),
   APP_INTERNAL_URL: z.url().default("http://127.0.0.1:3001"),
   PLUGIN_TOOL_PATH: z.string().min(1).default(DEFAULT_TOOL_PATH),
   UV_PYTHON_INSTALL_DIR: z.string().min(1).optional(),
@@ -27,9 +29,12 @@ export interface HostConfig {
   /** Absolute paths. */
   pluginsDir: string;
   cacheDir: string;
+  dataDir: string;
   stateDir: string;
   runsDir: string;
   plainSandbox: boolean;
+  /** Plugins that must not have network run anyway where the sandbox cannot cut it. */
+  allowWithoutNetworkCut: boolean;
   appInternalUrl: string;
   home?: string;
   toolEnv: ToolEnvConfig;
@@ -50,9 +55,11 @@ export function hostConfig(e: HostEnv): Readonly<HostConfig> {
   return Object.freeze({
     pluginsDir: resolve(e.PLUGINS_DIR),
     cacheDir: resolve(e.PLUGIN_CACHE_DIR),
+    dataDir: resolve(e.PLUGIN_DATA_DIR),
     stateDir,
     runsDir: e.PLUGIN_RUNS_DIR ? resolve(e.PLUGIN_RUNS_DIR) : join(stateDir, "runs"),
     plainSandbox: e.PLUGIN_SANDBOX === "plain",
+    allowWithoutNetworkCut: e.PLUGIN_ALLOW_WITHOUT_NETWORK_CUT === "1",
     appInternalUrl: e.APP_INTERNAL_URL,
     home: e.HOME,
     toolEnv: Object.freeze({

@@ -1,25 +1,21 @@
 import { randomUUID } from "node:crypto";
-import { chmod, lchown, lstat, mkdir, writeFile } from "node:fs/promises";
+import { chmod, lchown, lstat, mkdir } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative } from "node:path";
 import {
   PLUGIN_FILES_LIMIT_BYTES,
   SerialLock,
   chownTree,
-  collectOutputFiles,
   ensureRealDir,
   freshDir,
   removeTree,
-  resolveInside,
   runtimeMounts,
-  sanitizeDeep,
   sanitizeText,
 } from "@stavrobot/common";
-import type { Logger, Mount, Owner, ProcessResult, Sandbox, TransportedFile } from "@stavrobot/common";
+import type { Logger, LongLivedProcess, Mount, Owner, ProcessResult, Sandbox } from "@stavrobot/common";
 import type { ToolEnvConfig } from "./config.js";
 import type { RunOutcome } from "./messages.js";
-import type { Plugin, ToolDef } from "./plugins.js";
+import type { Plugin } from "./plugins.js";
 import type { Isolation } from "./users.js";
-import type { ValidatedParams } from "./validate.js";
 
 export interface Limits {
   syncTimeoutMs: number;
@@ -45,6 +41,10 @@ export const DEFAULT_LIMITS: Limits = {
 
 export interface ExecutorOptions {
   cacheDir: string;
+  /** Per-plugin persistent data directories (Cyclop One's `data_dir`), one per plugin. */
+  dataDir: string;
+  /** Whether a plugin's processes have network (the owner's choice over the plugin's declaration). */
+  networkOf?: (plugin: Pick<Plugin, "name" | "network">) => boolean;
   /** Namespaces mode: parent of each run's private work directory (mounted at /tmp/<plugin>). */
   runsDir: string;
   /** Plain mode: where the shared `<plugin>` work directory lives (the real /tmp by default). */
@@ -58,24 +58,27 @@ export interface ExecutorOptions {
   logger: Logger;
 }
 
-const MAX_OUTPUT_FILES = 100;
-const INIT_OUTPUT_CHARS = 8_000;
-
-interface Prepared {
+export interface Prepared {
   owner?: Owner;
   /** Per-plugin cache directory on this machine: HOME, uv's cache and (by default) its Pythons. */
   cache: string;
+  /** Per-plugin persistent data directory on this machine. */
+  data: string;
 }
 
 /** A process to run for a plugin, with paths as the plugin sees them (see `pluginPaths`). */
-interface PluginProcess {
+export interface PluginProcess {
   command: string;
   args?: string[];
   cwd: string;
   stdin: string;
   timeoutMs: number;
-  /** Extra environment (git's settings during an update). */
+  /** Extra environment (git's settings during an update, a format's own variables). */
   env?: Record<string, string>;
+  /** Network for this process; default the plugin's (see `ExecutorOptions.networkOf`). */
+  network?: boolean;
+  /** The error text of a non-zero exit, in the format's words; default stderr then stdout. */
+  failure?: (result: ProcessResult) => string;
 }
 
 /**
@@ -138,13 +141,15 @@ export class Executor {
     for (const sub of ["home", "uv", ...(toolEnv.uvPythonInstallDir ? [] : ["python"])]) {
       await ensureRealDir(join(cache, sub), 0o700, owner);
     }
-    const prepared: Prepared = owner ? { owner, cache } : { cache };
+    const data = join(this.options.dataDir, plugin);
+    await ensureRealDir(data, 0o700, owner);
+    const prepared: Prepared = owner ? { owner, cache, data } : { cache, data };
     this.prepared.set(plugin, prepared);
     return prepared;
   }
 
   /** The cached preparation while the plugin is still the plugin user's, mode 700; else a full one. */
-  private async prepareForRun(pluginDir: string, plugin: string): Promise<Prepared> {
+  async prepareForRun(pluginDir: string, plugin: string): Promise<Prepared> {
     const cached = this.prepared.get(plugin);
     if (cached) {
       const info = await lstat(pluginDir);
@@ -152,76 +157,6 @@ export class Executor {
       if (owned && info.isDirectory()) return cached;
     }
     return this.preparePlugin(pluginDir, plugin);
-  }
-
-  async runTool(
-    plugin: Plugin,
-    tool: ToolDef,
-    params: ValidatedParams,
-    timeoutMs: number,
-  ): Promise<RunOutcome> {
-    const prepared = await this.prepareForRun(plugin.dir, plugin.name);
-    return this.withWorkDir(plugin.name, prepared.owner, async (work) => {
-      const stdin: Record<string, unknown> = { ...params.values };
-      const inputs = new Map<string, { size: number; mtimeMs: number }>();
-      for (const file of params.files) {
-        let name = file.filename;
-        for (let n = 2; inputs.has(name); n++) name = `${n}-${file.filename}`;
-        const path = join(work.host, name);
-        await writeFile(path, file.data, { mode: 0o600, flag: "wx" });
-        if (prepared.owner) await lchown(path, prepared.owner.uid, prepared.owner.gid);
-        const info = await lstat(path);
-        inputs.set(name, { size: info.size, mtimeMs: info.mtimeMs });
-        stdin[file.param] = `${work.visible}/${name}`;
-      }
-      const paths = this.pluginPaths(plugin, prepared, work.host);
-      const result = await this.spawn(plugin.name, prepared, paths, {
-        command: paths.toSandbox(tool.entrypoint),
-        cwd: paths.toSandbox(tool.dir),
-        stdin: JSON.stringify(stdin),
-        timeoutMs,
-      });
-      if (!result.ok) return result.outcome;
-      // The top-level regular files the run wrote or changed (an input left as it was is not output).
-      const collected = await collectOutputFiles(work.host, {
-        maxFiles: MAX_OUTPUT_FILES,
-        maxBytes: this.options.limits.outputFilesBytes,
-        ...(prepared.owner ? { owner: prepared.owner } : {}),
-        skip: async (name) => {
-          const input = inputs.get(name);
-          if (!input) return false;
-          const now = await lstat(join(work.host, name)).catch(() => undefined);
-          return now !== undefined && now.size === input.size && now.mtimeMs === input.mtimeMs;
-        },
-      });
-      return toolSuccess(result.process, this.options.limits, collected);
-    });
-  }
-
-  /** Runs the plugin's init script (cwd = plugin root); stdout becomes the init output. */
-  async runInit(plugin: Plugin, timeoutMs: number): Promise<RunOutcome> {
-    if (!plugin.init) return { success: true, output: "" };
-    const prepared = await this.preparePlugin(plugin.dir, plugin.name);
-    let entrypoint: string;
-    try {
-      entrypoint = await resolveInside(plugin.dir, plugin.init.entrypoint);
-    } catch (error) {
-      return { success: false, error: `Invalid init entrypoint: ${(error as Error).message}` };
-    }
-    return this.withWorkDir(plugin.name, prepared.owner, async (work) => {
-      const paths = this.pluginPaths(plugin, prepared, work.host);
-      const result = await this.spawn(plugin.name, prepared, paths, {
-        command: paths.toSandbox(entrypoint),
-        cwd: paths.toSandbox(plugin.dir),
-        stdin: "",
-        timeoutMs,
-      });
-      if (!result.ok) return result.outcome;
-      let output = result.process.stdout.trim();
-      if (output.length > INIT_OUTPUT_CHARS)
-        output = "…(earlier output omitted)\n" + output.slice(-INIT_OUTPUT_CHARS);
-      return { success: true, output: sanitizeText(output) };
-    });
   }
 
   /**
@@ -236,7 +171,8 @@ export class Executor {
     timeoutMs: number,
   ): Promise<ProcessResult> {
     const prepared = await this.preparePlugin(pluginDir, plugin);
-    const pseudo = { name: plugin, dir: pluginDir } as Plugin;
+    // git fetches: the update needs the network whatever the plugin's own setting.
+    const pseudo = { name: plugin, dir: pluginDir, network: true };
     const paths = this.pluginPaths(pseudo, prepared, undefined);
     const dir = paths.toSandbox(pluginDir);
     return this.track(plugin, () =>
@@ -307,7 +243,7 @@ export class Executor {
    * The directory a run sees as `/tmp/<plugin>`: its own fresh one in namespaces mode; the real,
    * shared one in plain mode, where the plugin's runs take turns. Empty before and after.
    */
-  private async withWorkDir<T>(
+  async withWorkDir<T>(
     plugin: string,
     owner: Owner | undefined,
     work: (dir: { host: string; visible: string }) => Promise<T>,
@@ -340,8 +276,8 @@ export class Executor {
   }
 
   /** Environment, mounts and path mapping for one plugin's processes in the current mode. */
-  private pluginPaths(
-    plugin: Pick<Plugin, "name" | "dir">,
+  pluginPaths(
+    plugin: Pick<Plugin, "name" | "dir" | "network">,
     prepared: Prepared,
     workHost: string | undefined,
   ) {
@@ -349,6 +285,7 @@ export class Executor {
     const namespaces = this.options.sandbox.mode === "namespaces";
     const pluginRoot = namespaces ? `/plugins/${plugin.name}` : plugin.dir;
     const cacheRoot = namespaces ? `/cache/${plugin.name}` : prepared.cache;
+    const dataRoot = namespaces ? `/plugin-data/${plugin.name}` : prepared.data;
     const env: Record<string, string> = {
       PATH: this.toolPath,
       HOME: `${cacheRoot}/home`,
@@ -362,6 +299,7 @@ export class Executor {
           ...this.runtimes,
           { source: plugin.dir, target: pluginRoot, writable: true },
           { source: prepared.cache, target: cacheRoot, writable: true },
+          { source: prepared.data, target: dataRoot, writable: true },
           ...(workHost ? [{ source: workHost, target: `/tmp/${plugin.name}`, writable: true }] : []),
         ]
       : [];
@@ -371,13 +309,14 @@ export class Executor {
       if (rel.startsWith("..") || isAbsolute(rel)) throw new Error(`${hostPath} is outside the plugin`);
       return rel ? `${pluginRoot}/${rel}` : pluginRoot;
     };
-    return { env, mounts, toSandbox };
+    const network = this.options.networkOf ? this.options.networkOf(plugin) : plugin.network;
+    return { env, mounts, toSandbox, pluginRoot, cacheRoot, dataRoot, network };
   }
 
-  private async spawn(
+  async spawn(
     plugin: string,
     prepared: Prepared,
-    paths: { env: Record<string, string>; mounts: Mount[] },
+    paths: { env: Record<string, string>; mounts: Mount[]; network: boolean },
     process: PluginProcess,
   ): Promise<{ ok: true; process: ProcessResult } | { ok: false; outcome: RunOutcome }> {
     const { limits, sandbox } = this.options;
@@ -393,6 +332,7 @@ export class Executor {
         stderrLimitBytes: limits.stderrLimitBytes,
         killGraceMs: limits.killGraceMs,
         mounts: paths.mounts,
+        network: process.network ?? paths.network,
         limits: { processes: limits.processes },
         ...(prepared.owner ? { user: prepared.owner } : {}),
       }),
@@ -408,14 +348,40 @@ export class Executor {
       return { ok: false, outcome: { success: false, error: `Tool execution timed out after ${seconds} s` } };
     }
     if (result.exitCode !== 0)
-      return { ok: false, outcome: { success: false, error: this.tidy(failureText(result)) } };
+      return {
+        ok: false,
+        outcome: { success: false, error: this.tidy((process.failure ?? failureText)(result)) },
+      };
     return { ok: true, process: result };
   }
 
+  /**
+   * Starts a plugin's long-lived process (a Workbench host) as its runs are started: its user, its
+   * mounts and network, the process limit; no timeout of its own (its caller bounds every call).
+   */
+  startKept(
+    prepared: Prepared,
+    paths: { env: Record<string, string>; mounts: Mount[]; network: boolean },
+    process: { command: string; args: string[]; cwd: string; env?: Record<string, string> },
+  ): LongLivedProcess {
+    return this.options.sandbox.start({
+      command: process.command,
+      args: process.args,
+      cwd: process.cwd,
+      env: { ...paths.env, ...process.env },
+      mounts: paths.mounts,
+      network: paths.network,
+      limits: { processes: this.options.limits.processes },
+      stderrTailBytes: this.options.limits.stderrLimitBytes,
+      ...(prepared.owner ? { user: prepared.owner } : {}),
+    });
+  }
+
   /** Error texts for the model: storable text, and no host paths of temporary directories. */
-  private tidy(text: string): string {
+  tidy(text: string): string {
     let out = sanitizeText(text);
-    for (const dir of [this.options.runsDir, this.options.cacheDir]) out = out.split(dir + "/").join("");
+    for (const dir of [this.options.runsDir, this.options.cacheDir, this.options.dataDir])
+      out = out.split(dir + "/").join("");
     return out;
   }
 
@@ -448,32 +414,4 @@ function failureText(result: ProcessResult): string {
   }
   if (result.stderrTruncated || result.stdoutTruncated) text += "\n[output truncated]";
   return text;
-}
-
-function toolSuccess(
-  result: ProcessResult,
-  limits: Limits,
-  collected: { files: TransportedFile[]; notes: string[] },
-): RunOutcome {
-  const warnings = [...collected.notes];
-  const stdout = sanitizeText(result.stdout);
-  let output: unknown;
-  if (result.stdoutTruncated) {
-    const limitMb = Math.round((limits.stdoutLimitBytes / 1024 / 1024) * 10) / 10;
-    output = `${stdout}\n[output truncated: the tool printed more than ${limitMb} MB]`;
-    warnings.unshift(`Output truncated: the tool printed more than ${limitMb} MB to stdout.`);
-  } else {
-    try {
-      // JSON may spell out what the text could not hold ("\u0000").
-      output = sanitizeDeep(JSON.parse(stdout));
-    } catch {
-      output = stdout;
-    }
-  }
-  return {
-    success: true,
-    output,
-    ...(collected.files.length > 0 ? { files: collected.files } : {}),
-    ...(warnings.length > 0 ? { warnings } : {}),
-  };
 }

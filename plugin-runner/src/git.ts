@@ -85,3 +85,14 @@ export async function gitShowFetched(
 export async function gitResetToFetched(run: GitRun, timeoutMs: number): Promise<void> {
   await git(run, ["reset", "--hard", "FETCH_HEAD"], timeoutMs);
 }
+
+/** The checked-out commit. */
+export async function gitHead(run: GitRun, timeoutMs: number): Promise<string> {
+  return git(run, ["rev-parse", "HEAD"], timeoutMs);
+}
+
+/** Back to a commit the repository had (an update that turned out unusable). */
+export async function gitResetTo(run: GitRun, commit: string, timeoutMs: number): Promise<void> {
+  if (!/^[0-9a-f]{7,64}$/.test(commit)) throw new Error(`not a commit: ${commit}`);
+  await git(run, ["reset", "--hard", commit], timeoutMs);
+}

@@ -1,5 +1,5 @@
 import { chmod, mkdir, readdir, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import {
   Outbox,
   PLUGIN_NAME_PATTERN,
@@ -15,9 +15,18 @@ import type { ToolEnvConfig } from "./config.js";
 import { DEFAULT_TOOL_PATH } from "./config.js";
 import type { Limits } from "./executor.js";
 import { DEFAULT_LIMITS, Executor } from "./executor.js";
+import { Formats } from "./formats/index.js";
+import { stavrobotFormat } from "./formats/stavrobot.js";
+import { cyclopOneFormat } from "./formats/cyclopone.js";
+import { workbenchFormat } from "./formats/workbench.js";
+import { WorkbenchHosts } from "./formats/workbench-hosts.js";
 import { InstallJobs } from "./install-jobs.js";
 import { Lifecycle } from "./lifecycle.js";
 import { PermissionStore } from "./permissions.js";
+import { ApprovalStore } from "./approvals.js";
+import { NetworkPolicy } from "./network.js";
+import { SourceStore } from "./sources.js";
+import { PluginWatcher } from "./watch.js";
 import { PluginStore } from "./plugins.js";
 import { RunningRecords } from "./running.js";
 import type { ServerDeps } from "./server.js";
@@ -28,6 +37,8 @@ import { createIsolation } from "./users.js";
 export interface PluginHostOptions {
   pluginsDir: string;
   cacheDir: string;
+  /** Per-plugin persistent data (Cyclop One's data directories); default `<cacheDir>/../plugin-data`. */
+  dataDir?: string;
   /** The service's private state: outbox, running records, permissions, run directories. */
   stateDir: string;
   /** Parent of the per-run work directories (namespaces mode); default `<stateDir>/runs`. */
@@ -47,6 +58,11 @@ export interface PluginHostOptions {
   plainSandbox?: boolean;
   /** Where the sandbox looks for bwrap, setpriv and prlimit; default this process's PATH. */
   sandboxPath?: string;
+  /**
+   * Run plugins that must not have network even where the sandbox cannot remove it (plain mode):
+   * the owner's `[plugins] allowWithoutNetworkCut`. Default false.
+   */
+  allowWithoutNetworkCut?: boolean;
   /** Cache parsed manifests (default); false only to measure what the cache saves. */
   cacheManifests?: boolean;
   outboxBaseDelayMs?: number;
@@ -60,6 +76,10 @@ export interface PluginHostOptions {
  */
 export interface PluginHost {
   readonly deps: ServerDeps;
+  /** The Workbench plugins' kept processes. */
+  readonly workbench: WorkbenchHosts;
+  /** Picks up plugins put into the plugins directory by hand. */
+  readonly watcher: PluginWatcher;
   readonly outbox: Outbox;
   readonly background: BackgroundTasks;
   readonly isolation: Isolation;
@@ -88,13 +108,9 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     ...(options.sandboxPath !== undefined ? { path: options.sandboxPath } : {}),
   });
   const runsDir = options.runsDir ?? join(options.stateDir, "runs");
-  const plugins = new PluginStore(
-    options.pluginsDir,
-    logger.child("plugins"),
-    options.cacheManifests ?? true,
-  );
   const background = new BackgroundTasks(logger);
   const permissions = new PermissionStore(join(options.stateDir, "permissions.json"));
+  const sources = new SourceStore(join(options.stateDir, "sources.json"));
   const running = new RunningRecords(join(options.stateDir, "running"), logger.child("running"));
   const app = createServiceClient({ baseUrl: options.appInternalUrl, bearer: options.secret });
   const outbox = new Outbox({
@@ -105,8 +121,16 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     baseDelayMs: options.outboxBaseDelayMs,
     maxDelayMs: options.outboxMaxDelayMs,
   });
+  const dataDir = options.dataDir ?? join(dirname(options.cacheDir), "plugin-data");
+  const network = new NetworkPolicy(
+    join(options.stateDir, "network.json"),
+    sandbox.enforcesNetworkRemoval,
+    options.allowWithoutNetworkCut ?? false,
+  );
   const executor = new Executor({
     cacheDir: options.cacheDir,
+    dataDir,
+    networkOf: (plugin) => network.allows(plugin),
     runsDir,
     tmpDir: options.tmpDir,
     isolation,
@@ -116,20 +140,41 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     limits,
     logger: logger.child("run"),
   });
+  // The store is made after the formats; a Workbench plugin whose tools changed by themselves is reread.
+  let changed: (plugin: string) => void = () => {};
+  const workbenchHosts = new WorkbenchHosts(executor, logger.child("workbench"), (plugin) => changed(plugin));
+  const formats = new Formats([
+    stavrobotFormat(executor),
+    cyclopOneFormat(executor),
+    workbenchFormat(workbenchHosts),
+  ]);
+  const plugins = new PluginStore(
+    options.pluginsDir,
+    logger.child("plugins"),
+    formats,
+    options.cacheManifests ?? true,
+  );
+  changed = (plugin) => plugins.invalidate(plugin);
   const gitEnv: Record<string, string> = {
     PATH: process.env.PATH ?? DEFAULT_TOOL_PATH,
     HOME: process.env.HOME ?? "/root",
   };
   if (toolEnv.sslCertFile) gitEnv.SSL_CERT_FILE = toolEnv.sslCertFile;
+  const approvals = new ApprovalStore(join(options.stateDir, "approvals.json"), outbox);
   const lifecycle = new Lifecycle({
     pluginsDir: options.pluginsDir,
     cacheDir: options.cacheDir,
+    dataDir,
     plugins,
+    formats,
     executor,
     isolation,
     outbox,
     running,
     permissions,
+    sources,
+    approvals,
+    network,
     background,
     logger: logger.child("lifecycle"),
     gitEnv,
@@ -137,12 +182,23 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
   });
   const tools = new ToolService({
     plugins,
+    formats,
+    approvals,
+    network,
     executor,
     outbox,
     running,
     permissions,
     background,
     logger: logger.child("tools"),
+  });
+  const watcher = new PluginWatcher({
+    pluginsDir: options.pluginsDir,
+    formats,
+    plugins,
+    lifecycle,
+    approvals,
+    logger: logger.child("watch"),
   });
   const installJobs = new InstallJobs({
     installer: lifecycle,
@@ -153,15 +209,21 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     secret: options.secret,
     logger,
     plugins,
+    formats,
     tools,
     lifecycle,
     installJobs,
     permissions,
+    sources,
+    approvals,
+    network,
     sandbox: sandbox.status,
   };
 
   return {
     deps,
+    workbench: workbenchHosts,
+    watcher,
     outbox,
     background,
     isolation,
@@ -173,14 +235,14 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
       await chmod(stateDir, 0o700);
       await mkdir(runsDir, { recursive: true, mode: 0o700 });
       await chmod(runsDir, 0o700);
-      for (const dir of [pluginsDir, cacheDir]) {
+      for (const dir of [pluginsDir, cacheDir, dataDir]) {
         await mkdir(dir, { recursive: true, mode: 0o711 });
         // Plain mode: plugin users pass through to their own directory but cannot list the others.
         await chmod(dir, enabled ? 0o711 : 0o700);
       }
       // Plain mode uses the real paths: plugin users must be able to walk down to them.
       if (enabled && sandbox.mode === "plain") {
-        for (const dir of [pluginsDir, cacheDir]) await warnIfUnreachable(dir, logger);
+        for (const dir of [pluginsDir, cacheDir, dataDir]) await warnIfUnreachable(dir, logger);
         await keepReachableRuntimes(toolEnv.path, executor, logger);
       }
       if (!enabled) {
@@ -195,16 +257,31 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
       await removeEntries(pluginsDir, (name) => name.startsWith(".tmp-install-"));
       await removeEntries(runsDir, () => true);
       await permissions.load();
+      await sources.load();
+      await approvals.load();
+      await network.load();
+      if (!network.enforced) {
+        logger.warn(
+          network.allowWithoutCut
+            ? "The sandbox cannot remove the network here (plain mode): plugins that must run without network (Cyclop One plugins without the network permission, plugins the owner switched off) run WITH it, as the owner's configuration allows."
+            : "The sandbox cannot remove the network here (plain mode): plugins that must run without network (Cyclop One plugins without the network permission, plugins the owner switched off) will not run. Install bubblewrap, or set [plugins] allowWithoutNetworkCut = true in config.toml to run them anyway.",
+        );
+      }
       const adopted = await adoptPlugins(pluginsDir, lifecycle, logger);
       // Whatever a previous process left running (detached processes, cut-off async runs) ends now.
       await isolation.killProcessesOf(adopted);
+      // Folders to rename, plugins waiting for approval; then whatever is put in by hand.
+      watcher.start(adopted);
+      await watcher.scan();
       await outbox.start();
       const interrupted = await running.recover(outbox);
       if (interrupted.length > 0)
         logger.warn("background runs were cut off by a restart", { plugins: interrupted });
     },
     async stop() {
+      watcher.stop();
       await outbox.stop();
+      await formats.stopAll();
       await executor.settle();
     },
     settle: () => executor.settle(),

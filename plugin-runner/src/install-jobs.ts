@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { DOMAIN_ERROR_STATUS, DomainError, errorMessage } from "@stavrobot/common";
 import type { InstallJob, InstallJobState, InstallResponse, Logger } from "@stavrobot/common";
 import type { BackgroundTasks } from "./background.js";
-import { checkGitUrl } from "./git.js";
+import { parseInstallUrl } from "./sources.js";
 
 /** What an install reports while it runs: the step it reached, and the init output once known. */
 export type InstallProgress = (state: Extract<InstallJobState, "cloning" | "init">) => void;
@@ -51,7 +51,7 @@ export class InstallJobs {
 
   /** Starts an install; a URL the blocking call would refuse is refused here too, before any job exists. */
   start(url: string): string {
-    checkGitUrl(url);
+    parseInstallUrl(url);
     this.prune();
     const id = randomUUID();
     const record: JobRecord = {

@@ -1,4 +1,4 @@
-import { chmod, lstat, mkdir, mkdtemp, rename, rm } from "node:fs/promises";
+import { chmod, lstat, mkdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import {
   DomainError,
@@ -7,6 +7,7 @@ import {
   errorMessage,
   pathExists,
   permissionsSchema,
+  readFileNoFollow,
   removeTree,
   writeFileAtomic,
 } from "@stavrobot/common";
@@ -15,7 +16,13 @@ import type { BackgroundTasks } from "./background.js";
 import type { Executor } from "./executor.js";
 import type { GitRun } from "./git.js";
 import type { InstallProgress } from "./install-jobs.js";
-import { GIT_ENV, checkGitUrl, gitClone, gitFetch, gitResetToFetched, gitShowFetched } from "./git.js";
+import { GIT_ENV, gitFetch, gitHead, gitResetTo, gitResetToFetched, gitShowFetched } from "./git.js";
+import { fetchPlugin } from "./fetch-plugin.js";
+import type { Source, SourceStore } from "./sources.js";
+import type { ApprovalStore } from "./approvals.js";
+import { APPROVAL_HELP } from "./approvals.js";
+import type { NetworkPolicy } from "./network.js";
+import { parseInstallUrl } from "./sources.js";
 import { parseManifest, pluginManifestSchema } from "./manifest.js";
 import { initResultMessage } from "./messages.js";
 import type { Outbox } from "@stavrobot/common";
@@ -30,7 +37,10 @@ import {
   writeConfigValues,
 } from "./plugin-config.js";
 import type { PluginStore } from "./plugins.js";
-import { loadPlugin } from "./plugins.js";
+import type { Formats } from "./formats/index.js";
+import { FORMAT_LABELS } from "./formats/index.js";
+import { runStavrobotInit } from "./formats/stavrobot-run.js";
+import type { Plugin } from "./plugins.js";
 import { truncateInstructions } from "./present.js";
 import type { RunningRecords } from "./running.js";
 import type { Isolation } from "./users.js";
@@ -38,7 +48,9 @@ import type { Isolation } from "./users.js";
 export interface LifecycleOptions {
   pluginsDir: string;
   cacheDir: string;
+  dataDir: string;
   plugins: PluginStore;
+  formats: Formats;
   executor: Executor;
   isolation: Isolation;
   outbox: Outbox;
@@ -46,6 +58,10 @@ export interface LifecycleOptions {
   permissions: PermissionStore;
   background: BackgroundTasks;
   logger: Logger;
+  /** Folder installs (`#path=`), which update by cloning again. */
+  sources: SourceStore;
+  approvals: ApprovalStore;
+  network: NetworkPolicy;
   /** For `git clone` (as the service itself): PATH, HOME and certificate variables. */
   gitEnv: Record<string, string>;
   gitTimeoutMs: number;
@@ -57,37 +73,33 @@ export class Lifecycle {
 
   constructor(private readonly options: LifecycleOptions) {}
 
-  /** `progress` hears each step as it starts (the install jobs report it to the owner). */
+  /**
+   * Installs from a git URL, optionally naming a folder of the repository (`#path=<dir>`).
+   * `progress` hears each step as it starts (the install jobs report it to the owner).
+   */
   install(url: string, progress?: InstallProgress): Promise<InstallResponse> {
-    checkGitUrl(url);
+    const source = parseInstallUrl(url);
     return this.lock.run(async () => {
       const { pluginsDir } = this.options;
       progress?.("cloning");
-      const temp = await mkdtemp(join(pluginsDir, ".tmp-install-"));
+      const fetched = await fetchPlugin(source, this.options);
       let installed: string | undefined;
       try {
-        try {
-          await gitClone(url, temp, { timeoutMs: this.options.gitTimeoutMs, env: this.options.gitEnv });
-        } catch (error) {
-          throw error instanceof DomainError
-            ? error
-            : new DomainError("invalid", `Failed to clone repository: ${errorMessage(error)}`);
-        }
-        let name: string;
-        try {
-          name = (await loadPlugin(temp, undefined)).name;
-        } catch (error) {
-          throw new DomainError("invalid", `Invalid plugin: ${errorMessage(error)}`);
-        }
+        const name = fetched.plugin.name;
         if (await pathExists(join(pluginsDir, name)))
           throw new DomainError("conflict", `Plugin "${name}" is already installed.`);
-        await rename(temp, join(pluginsDir, name));
+        await rename(fetched.root, join(pluginsDir, name));
         installed = name;
+        await this.options.sources.set(
+          name,
+          source.path ? { url: source.url, path: source.path } : undefined,
+        );
         return await this.setUp(name, "installed", progress);
       } catch (error) {
-        await rm(temp, { recursive: true, force: true });
         if (installed) await this.purge(installed);
         throw error;
+      } finally {
+        await rm(fetched.temp, { recursive: true, force: true });
       }
     });
   }
@@ -95,6 +107,8 @@ export class Lifecycle {
   update(name: string): Promise<InstallResponse> {
     return this.lock.run(async () => {
       const dir = await this.existingDir(name);
+      const source = this.options.sources.get(name);
+      if (source) return this.updateFolder(name, dir, source);
       if (!(await pathExists(join(dir, ".git")))) {
         throw new DomainError(
           "invalid",
@@ -102,6 +116,7 @@ export class Lifecycle {
         );
       }
       // The code is about to change under them, and nothing of the plugin may race the chown below.
+      await this.options.formats.stop(name);
       await this.options.isolation.killProcesses(name);
       const timeoutMs = this.options.gitTimeoutMs;
       // git runs in the plugin's sandbox, as its user, with only its own (plugin-controlled) config.
@@ -118,18 +133,55 @@ export class Lifecycle {
       } catch (error) {
         throw new DomainError("invalid", `Failed to fetch updates: ${errorMessage(error)}`);
       }
-      const manifest = await gitShowFetched(run, "manifest.json", timeoutMs);
-      try {
-        if (manifest === undefined) throw new Error("manifest.json is missing");
-        const parsed = parseManifest(Buffer.from(manifest), pluginManifestSchema);
-        if (parsed.name !== name) throw new Error(`the manifest now names the plugin "${parsed.name}"`);
-      } catch (error) {
-        throw new DomainError("invalid", `Update refused, nothing was changed: ${errorMessage(error)}`);
+      const format = await this.options.formats.detect(dir);
+      if (format?.id === "stavrobot" || !format) {
+        const manifest = await gitShowFetched(run, "manifest.json", timeoutMs);
+        try {
+          if (manifest === undefined) throw new Error("manifest.json is missing");
+          const parsed = parseManifest(Buffer.from(manifest), pluginManifestSchema);
+          if (parsed.name !== name) throw new Error(`the manifest now names the plugin "${parsed.name}"`);
+        } catch (error) {
+          throw new DomainError("invalid", `Update refused, nothing was changed: ${errorMessage(error)}`);
+        }
+        await gitResetToFetched(run, timeoutMs);
+      } else {
+        // Other formats are read from the checked-out files: check them there, and go back if they fail.
+        const before = (await gitHead(run, timeoutMs)).trim();
+        await gitResetToFetched(run, timeoutMs);
+        try {
+          await this.options.formats.load({ dir, expectedName: name });
+        } catch (error) {
+          await gitResetTo(run, before, timeoutMs);
+          throw new DomainError("invalid", `Update refused, nothing was changed: ${errorMessage(error)}`);
+        }
       }
-      await gitResetToFetched(run, timeoutMs);
       this.options.plugins.invalidate(name);
       return this.setUp(name, "updated");
     });
+  }
+
+  /** A folder install: its repository is cloned again and the folder replaced (config.json kept). */
+  private async updateFolder(name: string, dir: string, source: Source): Promise<InstallResponse> {
+    const fetched = await fetchPlugin(source, this.options);
+    try {
+      if (fetched.plugin.name !== name) {
+        throw new DomainError(
+          "invalid",
+          `Update refused, nothing was changed: the plugin is now named "${fetched.plugin.name}"`,
+        );
+      }
+      await this.options.formats.stop(name);
+      await this.options.isolation.killProcesses(name);
+      const config = await readFileNoFollow(join(dir, "config.json"), 1024 * 1024).catch(() => undefined);
+      if (config) await writeFileAtomic(join(fetched.root, "config.json"), config.toString("utf8"));
+      const old = join(fetched.temp, ".previous");
+      await rename(dir, old);
+      await rename(fetched.root, dir);
+    } finally {
+      await rm(fetched.temp, { recursive: true, force: true });
+    }
+    this.options.plugins.invalidate(name);
+    return this.setUp(name, "updated");
   }
 
   remove(name: string): Promise<{ message: string }> {
@@ -205,6 +257,11 @@ export class Lifecycle {
     });
   }
 
+  /** `adopt`, one operation at a time with the others (a plugin put in by hand while the runner runs). */
+  adoptExclusive(name: string): Promise<void> {
+    return this.lock.run(() => this.adopt(name));
+  }
+
   /**
    * A plugin found on disk at start-up: its permissions come from the service's own store, or, the
    * first time (an install from before, or the reference), from the copy in its config.json.
@@ -231,7 +288,13 @@ export class Lifecycle {
     if (owner) await chownTree(dir, owner);
     await chmod(dir, 0o700);
     this.options.plugins.invalidate(name);
-    const plugin = await loadPlugin(dir, name);
+    let plugin: Plugin;
+    try {
+      plugin = (await this.options.formats.load({ dir, expectedName: name })).plugin;
+    } catch (error) {
+      // Formats that run the plugin to learn its tools (Workbench) fail here: the plugin's failure.
+      throw new DomainError("failed", `The plugin could not be loaded: ${errorMessage(error)}`);
+    }
     if (!this.options.permissions.has(name)) await this.options.permissions.set(name, ["*"]);
     const defaults = withDefaults(plugin, await readConfigValues(dir, logger));
     await writeConfigValues(dir, defaults.values, this.options.permissions.get(name), owner);
@@ -239,7 +302,7 @@ export class Lifecycle {
     let initOutput: string | undefined;
     if (plugin.init && !plugin.init.async) {
       progress?.("init");
-      const outcome = await executor.runInit(plugin, executor.limits.syncTimeoutMs);
+      const outcome = await runStavrobotInit(executor, plugin, executor.limits.syncTimeoutMs);
       // The plugin's own failure, not the runner's: the caller is told what its script said.
       if (!outcome.success) throw new DomainError("failed", `Init script failed: ${outcome.error}`);
       initOutput = typeof outcome.output === "string" ? outcome.output : JSON.stringify(outcome.output);
@@ -247,7 +310,7 @@ export class Lifecycle {
     if (plugin.init?.async) {
       const id = await this.options.running.begin({ plugin: name });
       this.options.background.run(`init ${name}`, async () => {
-        const outcome = await executor.runInit(plugin, executor.limits.asyncTimeoutMs);
+        const outcome = await runStavrobotInit(executor, plugin, executor.limits.asyncTimeoutMs);
         await this.options.outbox.enqueue(initResultMessage(name, outcome), { id });
         await this.options.running.end(id);
       });
@@ -256,7 +319,17 @@ export class Lifecycle {
     const missing = missingRequired(plugin, values);
     const instructions = truncateInstructions(plugin.instructions);
     const config = configStatus(plugin, values);
-    const lines = [`Plugin "${name}" ${verb}.`];
+    const lines = [`Plugin "${name}" ${verb}.`, `Its format is ${FORMAT_LABELS[plugin.format]}.`];
+    const clashes = await this.toolClashes(plugin);
+    const waiting = this.options.approvals.waiting(plugin);
+    if (waiting.length > 0) {
+      lines.push(
+        `Its tools wait for the owner's approval of version ${plugin.version} before they can run (${waiting.join(", ")})` +
+          (plugin.declared.length > 0 ? `; it asks for: ${plugin.declared.join(", ")}.` : "."),
+        APPROVAL_HELP.replace("<plugin>", name),
+      );
+      await this.options.approvals.announce(plugin);
+    }
     if (applied.length > 0) lines.push(`Default values were applied for: ${applied.join(", ")}.`);
     if (missing.length > 0) {
       const keys = missing.map((entry) => `${entry.key} (${entry.description})`).join(", ");
@@ -273,9 +346,29 @@ export class Lifecycle {
       ...(instructions ? { instructions } : {}),
       ...(initOutput ? { init_output: initOutput } : {}),
       ...(missing.length > 0 ? { missing_config: missing } : {}),
-      ...(plugin.skipped.length > 0 ? { warnings: plugin.skipped } : {}),
+      ...(plugin.skipped.length + clashes.length > 0 ? { warnings: [...plugin.skipped, ...clashes] } : {}),
+      format: plugin.format,
       message: lines.join(" "),
     };
+  }
+
+  /**
+   * Tool names another plugin offers too. Tools are always called through their plugin's name, so
+   * neither hides the other; the owner and the model are told, never left to find out.
+   */
+  private async toolClashes(plugin: Plugin): Promise<string[]> {
+    const clashes: string[] = [];
+    for (const other of await this.options.plugins.list()) {
+      if (other.name === plugin.name) continue;
+      for (const tool of plugin.tools) {
+        if (other.tools.some((candidate) => candidate.name === tool.name)) {
+          clashes.push(
+            `Tool "${tool.name}" is also offered by plugin "${other.name}": each is run through its own plugin's name.`,
+          );
+        }
+      }
+    }
+    return clashes;
   }
 
   private async existingDir(name: string): Promise<string> {
@@ -288,12 +381,17 @@ export class Lifecycle {
   /** Removes every trace of a plugin: its processes, directory, cache and user. */
   private async purge(name: string): Promise<void> {
     const { isolation, pluginsDir, cacheDir } = this.options;
+    await this.options.formats.stop(name);
     await isolation.killProcesses(name);
     this.options.executor.forget(name);
     this.options.plugins.invalidate(name);
     await removeTree(join(pluginsDir, name));
     await removeTree(join(cacheDir, name));
+    await removeTree(join(this.options.dataDir, name));
     await this.options.permissions.remove(name);
+    await this.options.sources.set(name, undefined);
+    await this.options.approvals.remove(name);
+    await this.options.network.remove(name);
     await isolation.removeUser(name);
   }
 }

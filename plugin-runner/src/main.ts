@@ -1,7 +1,7 @@
 import { runService } from "@stavrobot/common";
 import { hostConfig, hostEnvSchema } from "./config.js";
 import { createPluginHost } from "./host.js";
-import { buildRoutes } from "./server.js";
+import { buildRoutes, healthOf } from "./server.js";
 
 await runService({
   name: "plugin-runner",
@@ -15,7 +15,7 @@ await runService({
     logger.info("plugins", { dir: config.pluginsDir, sandbox: host.sandbox.mode });
     return {
       router: buildRoutes(host.deps),
-      health: () => ({ sandbox: host.sandbox.status }),
+      health: () => healthOf(host.deps),
       stop: () => host.stop(),
     };
   },

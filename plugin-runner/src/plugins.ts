@@ -1,13 +1,10 @@
 import { lstat, readdir } from "node:fs/promises";
-import type { Stats } from "node:fs";
 import { join } from "node:path";
 import { PLUGIN_NAME_PATTERN } from "@stavrobot/common";
 import type { Logger, ToolParameter } from "@stavrobot/common";
-import { readFileNoFollow, resolveInside } from "@stavrobot/common";
-import type { ConfigEntry, PluginManifest } from "./manifest.js";
-import { parseManifest, pluginManifestSchema, toolManifestSchema } from "./manifest.js";
+import type { FormatId, Formats, JsonSchema } from "./formats/index.js";
+import type { ConfigEntry } from "./manifest.js";
 
-const MANIFEST_MAX_BYTES = 256 * 1024;
 /** More tools than this in one plugin are left out (with a warning): no assistant needs them. */
 export const MAX_TOOLS_PER_PLUGIN = 256;
 
@@ -15,17 +12,23 @@ export interface ToolDef {
   name: string;
   description: string;
   async: boolean;
+  /** Stavrobot's flat parameters as declared; for JSON Schema formats, a flat view of `schema`. */
   parameters: Record<string, ToolParameter>;
+  /** The JSON Schema the plugin declared (formats that have one); parameters are checked against it. */
+  schema?: JsonSchema;
   /** The tool's directory (its working directory). */
   dir: string;
-  /** Real path of the entrypoint, checked to lie inside `dir`. */
+  /** Real path of the entrypoint, checked to lie inside the plugin. */
   entrypoint: string;
 }
 
-/** A plugin as read from its directory: its manifest, its tools and what was left out. */
+/** A plugin as read from its directory, whatever its format: its manifest, its tools and what was left out. */
 export interface Plugin {
   name: string;
+  format: FormatId;
   description: string;
+  /** The version the plugin declares, when its format has one (approvals are per version). */
+  version?: string;
   instructions?: string;
   config?: Record<string, ConfigEntry>;
   init?: { entrypoint: string; async: boolean };
@@ -35,29 +38,29 @@ export interface Plugin {
   tools: ToolDef[];
   /** Tools that were left out, with the reason. */
   skipped: string[];
-}
-
-/** Modification times that tell whether a cached plugin is still what is on disk. */
-interface Stamp {
-  dir: number;
-  manifest: number;
-  tools: { dir: string; dirMtime: number; manifestMtime: number }[];
+  /** The permissions the plugin asked for, in its format's words (shown to the owner). */
+  declared: string[];
+  /** Whether the plugin may have network by its own declaration (formats without one: true). */
+  network: boolean;
+  /** Whether its tools wait for the owner's approval (per version) before they run. */
+  needsApproval: boolean;
 }
 
 /**
- * Parsed plugins, cached. A cached plugin is reused while the modification times of its directory,
- * its manifest and its tools' directories and manifests are unchanged, so a plugin edited by hand
- * or by the coder is reread on its next use, while a run of an unchanged plugin reads no JSON at
- * all. Install, update, remove and create also drop a plugin's entry explicitly. A malformed or
- * hostile plugin or tool is skipped with a logged reason and never breaks the others.
+ * Parsed plugins of every format, cached. A cached plugin is reused while the modification times
+ * of the files its format reads are unchanged, so a plugin edited by hand or by the coder is reread
+ * on its next use, while a run of an unchanged plugin reads no JSON at all. Install, update, remove
+ * and create also drop a plugin's entry explicitly. A malformed or hostile plugin or tool is skipped
+ * with a logged reason and never breaks the others.
  */
 export class PluginStore {
   private readonly reported = new Set<string>();
-  private readonly cache = new Map<string, { plugin: Plugin; stamp: Stamp }>();
+  private readonly cache = new Map<string, { plugin: Plugin; stamp: Map<string, number> }>();
 
   constructor(
     readonly pluginsDir: string,
     private readonly logger: Logger,
+    private readonly formats: Formats,
     /** False rereads every manifest on every use (the bench's baseline). */
     private readonly caching = true,
   ) {}
@@ -79,16 +82,16 @@ export class PluginStore {
     if (!PLUGIN_NAME_PATTERN.test(name)) return undefined;
     const dir = join(this.pluginsDir, name);
     const cached = this.caching ? this.cache.get(name) : undefined;
-    if (cached && (await stillFresh(dir, cached.stamp))) return cached.plugin;
+    if (cached && (await stillFresh(cached.stamp))) return cached.plugin;
     const info = await lstat(dir).catch(() => undefined);
     if (!info?.isDirectory()) {
       this.cache.delete(name);
       return undefined;
     }
     try {
-      const loaded = await loadPluginStamped(dir, name);
+      const loaded = await this.formats.load({ dir, expectedName: name });
       for (const reason of loaded.plugin.skipped) this.reportOnce(`plugin "${name}": ${reason}`);
-      this.cache.set(name, loaded);
+      this.cache.set(name, { plugin: loaded.plugin, stamp: await stampOf(loaded.watched) });
       return loaded.plugin;
     } catch (error) {
       this.cache.delete(name);
@@ -111,112 +114,19 @@ export class PluginStore {
   }
 }
 
-async function stillFresh(dir: string, stamp: Stamp): Promise<boolean> {
-  const [dirInfo, manifestInfo] = await Promise.all([
-    lstat(dir).catch(() => undefined),
-    lstat(join(dir, "manifest.json")).catch(() => undefined),
-  ]);
-  if (!dirInfo?.isDirectory() || mtime(dirInfo) !== stamp.dir || mtime(manifestInfo) !== stamp.manifest) {
-    return false;
-  }
-  for (const tool of stamp.tools) {
-    const [toolDir, toolManifest] = await Promise.all([
-      lstat(tool.dir).catch(() => undefined),
-      lstat(join(tool.dir, "manifest.json")).catch(() => undefined),
-    ]);
-    if (mtime(toolDir) !== tool.dirMtime || mtime(toolManifest) !== tool.manifestMtime) return false;
-  }
-  return true;
+async function stampOf(paths: readonly string[]): Promise<Map<string, number>> {
+  const mtimes = await Promise.all(paths.map(mtimeOf));
+  return new Map(paths.map((path, index) => [path, mtimes[index] as number]));
 }
 
-function mtime(info: Stats | undefined): number {
-  return info ? info.mtimeMs : -1;
+async function stillFresh(stamp: Map<string, number>): Promise<boolean> {
+  const paths = [...stamp.keys()];
+  const now = await Promise.all(paths.map(mtimeOf));
+  return paths.every((path, index) => stamp.get(path) === now[index]);
 }
 
-/**
- * Loads and checks one plugin directory. `expectedName` is the directory's name for an installed
- * plugin (the manifest must agree), or undefined for a fresh clone (the manifest decides).
- * Throws with a reason when the plugin itself is unusable.
- */
-export async function loadPlugin(dir: string, expectedName: string | undefined): Promise<Plugin> {
-  return (await loadPluginStamped(dir, expectedName)).plugin;
-}
-
-async function loadPluginStamped(
-  dir: string,
-  expectedName: string | undefined,
-): Promise<{ plugin: Plugin; stamp: Stamp }> {
-  const dirInfo = await lstat(dir);
-  const manifestInfo = await lstat(join(dir, "manifest.json")).catch(() => undefined);
-  const manifest: PluginManifest = parseManifest(
-    await readFileNoFollow(join(dir, "manifest.json"), MANIFEST_MAX_BYTES),
-    pluginManifestSchema,
-  );
-  if (expectedName !== undefined && manifest.name !== expectedName) {
-    throw new Error(`manifest name "${manifest.name}" does not match directory "${expectedName}"`);
-  }
-  const editable = (await lstat(join(dir, ".git")).catch(() => undefined)) === undefined;
-  const tools: ToolDef[] = [];
-  const skipped: string[] = [];
-  const stamp: Stamp = { dir: dirInfo.mtimeMs, manifest: mtime(manifestInfo), tools: [] };
-  const entries = await readdir(dir, { withFileTypes: true });
-  for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
-    // Symlinked directories are ignored on purpose: a tool must live inside its plugin.
-    if (!entry.isDirectory() || entry.name.startsWith(".")) continue;
-    const toolDir = join(dir, entry.name);
-    const toolDirInfo = await lstat(toolDir).catch(() => undefined);
-    const toolManifestInfo = await lstat(join(toolDir, "manifest.json")).catch(() => undefined);
-    // Watched even when it is not a tool: adding a manifest there makes it one.
-    stamp.tools.push({ dir: toolDir, dirMtime: mtime(toolDirInfo), manifestMtime: mtime(toolManifestInfo) });
-    if (!toolManifestInfo) continue; // Not a tool (e.g. a library or node_modules directory).
-    if (tools.length >= MAX_TOOLS_PER_PLUGIN) {
-      skipped.push(`tool "${entry.name}" skipped: a bundle may have at most ${MAX_TOOLS_PER_PLUGIN} tools`);
-      continue;
-    }
-    try {
-      tools.push(await loadTool(toolDir, entry.name));
-    } catch (error) {
-      skipped.push(`tool "${entry.name}" skipped: ${(error as Error).message}`);
-    }
-  }
-  const plugin: Plugin = {
-    name: manifest.name,
-    description: manifest.description,
-    instructions: manifest.instructions,
-    config: manifest.config,
-    init: manifest.init
-      ? { entrypoint: manifest.init.entrypoint, async: manifest.init.async ?? false }
-      : undefined,
-    dir,
-    editable,
-    tools,
-    skipped,
-  };
-  return { plugin, stamp };
-}
-
-async function loadTool(dir: string, dirName: string): Promise<ToolDef> {
-  const manifest = parseManifest(
-    await readFileNoFollow(join(dir, "manifest.json"), MANIFEST_MAX_BYTES),
-    toolManifestSchema,
-  );
-  if (manifest.name !== dirName) {
-    throw new Error(`manifest name "${manifest.name}" does not match directory "${dirName}"`);
-  }
-  let entrypoint: string;
-  try {
-    entrypoint = await resolveInside(dir, manifest.entrypoint);
-  } catch (error) {
-    throw new Error(`entrypoint ${(error as Error).message}`, { cause: error });
-  }
-  return {
-    name: manifest.name,
-    description: manifest.description,
-    async: manifest.async ?? false,
-    parameters: manifest.parameters,
-    dir,
-    entrypoint,
-  };
+async function mtimeOf(path: string): Promise<number> {
+  return (await lstat(path).catch(() => undefined))?.mtimeMs ?? -1;
 }
 
 /** `x (string), y (file)` — a tool's parameters for error messages, capped at ten. */

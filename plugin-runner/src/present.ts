@@ -23,11 +23,13 @@ export function pluginDetail(plugin: Plugin, values: ConfigValues, permissions: 
     description: plugin.description,
     editable: plugin.editable,
     permissions,
+    format: plugin.format,
     tools: plugin.tools.map((tool) => ({
       name: tool.name,
       description: tool.description,
       async: tool.async,
       parameters: tool.parameters,
+      ...(tool.schema ? { schema: tool.schema } : {}),
     })),
     ...(instructions !== undefined ? { instructions } : {}),
     ...(config !== undefined ? { config } : {}),

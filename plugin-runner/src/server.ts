@@ -1,11 +1,13 @@
 import type { IncomingMessage, RequestListener } from "node:http";
 import {
   Router,
+  approveRequestSchema,
   badRequest,
   configureRequestSchema,
   createPluginRequestSchema,
   createServiceListener,
   installRequestSchema,
+  networkRequestSchema,
   notFound,
   pluginNameRequestSchema,
   readBody,
@@ -19,6 +21,11 @@ import type { Lifecycle } from "./lifecycle.js";
 import type { PermissionStore } from "./permissions.js";
 import { isConfigured, readConfigValues } from "./plugin-config.js";
 import type { PluginStore } from "./plugins.js";
+import type { SourceStore } from "./sources.js";
+import type { ApprovalStore } from "./approvals.js";
+import type { Formats } from "./formats/index.js";
+import type { NetworkPolicy } from "./network.js";
+import { OwnerSettings, pluginFacts } from "./owner-settings.js";
 import { pluginDetail } from "./present.js";
 import type { ToolService } from "./tool-service.js";
 
@@ -29,11 +36,16 @@ export interface ServerDeps {
   secret: string;
   logger: Logger;
   plugins: PluginStore;
+  formats: Formats;
   tools: ToolService;
   lifecycle: Lifecycle;
   /** Installs that answer at once (`Prefer: respond-async`) and report their progress. */
   installJobs: InstallJobs;
   permissions: PermissionStore;
+  /** Folder installs: not editable, although they have no `.git`. */
+  sources: SourceStore;
+  approvals: ApprovalStore;
+  network: NetworkPolicy;
   /** How tool processes are isolated here (reported by `GET /health`). */
   sandbox: SandboxStatus;
   bodyLimitBytes?: number;
@@ -42,32 +54,49 @@ export interface ServerDeps {
 /** The service's listener: its routes behind the internal secret, and `GET /health` with the sandbox. */
 export function buildServer(deps: ServerDeps): RequestListener {
   return createServiceListener(
-    { router: buildRoutes(deps), health: () => ({ sandbox: deps.sandbox }) },
+    { router: buildRoutes(deps), health: () => healthOf(deps) },
     deps.secret,
     deps.logger,
   );
 }
 
+/** `GET /health` beyond `status`: the sandbox, and whether plugins' network can be taken away. */
+export function healthOf(deps: Pick<ServerDeps, "sandbox" | "network">) {
+  return {
+    sandbox: deps.sandbox,
+    network: { enforced: deps.network.enforced, allowWithoutCut: deps.network.allowWithoutCut },
+  };
+}
+
 /** The route table. Handlers validate, call a domain function and answer; errors become JSON in common's listener. */
 export function buildRoutes(deps: ServerDeps): Router {
   const limit = deps.bodyLimitBytes ?? BODY_LIMIT_BYTES;
-  const { plugins, tools, lifecycle, logger, permissions, installJobs } = deps;
+  const { plugins, tools, lifecycle, logger, permissions, installJobs, sources, approvals, network } = deps;
+  const owner = new OwnerSettings({ plugins, formats: deps.formats, approvals, network });
   // The routes keep the wire contract's "bundles" (the app calls them so); inside, a bundle is a plugin.
   return new Router()
     .get("/bundles", async () => {
       const listed = (await plugins.list()).map((plugin) => ({
         name: plugin.name,
         description: plugin.description,
-        editable: plugin.editable,
+        editable: plugin.editable && !sources.get(plugin.name),
         permissions: permissions.get(plugin.name),
+        ...pluginFacts(plugin, approvals, network),
       }));
-      return { json: { plugins: listed } };
+      return { json: { plugins: listed, network: healthOf(deps).network } };
     })
     .get("/bundles/:name", async ({ params }) => {
       const plugin = await plugins.get(params.name ?? "");
       if (!plugin) throw notFound("Bundle not found");
       const values = await readConfigValues(plugin.dir, logger);
-      return { json: pluginDetail(plugin, values, permissions.get(plugin.name)) };
+      const detail = pluginDetail(plugin, values, permissions.get(plugin.name));
+      return {
+        json: {
+          ...detail,
+          ...pluginFacts(plugin, approvals, network),
+          editable: detail.editable && !sources.get(plugin.name),
+        },
+      };
     })
     .get("/bundles/:name/config", async ({ params }) => {
       const plugin = await plugins.get(params.name ?? "");
@@ -110,6 +139,14 @@ export function buildRoutes(deps: ServerDeps): Router {
     .post("/remove", async ({ req }) => {
       const body = await readValidJson(req, limit, pluginNameRequestSchema);
       return { json: await lifecycle.remove(body.name) };
+    })
+    .post("/approve", async ({ req }) => {
+      const body = await readValidJson(req, limit, approveRequestSchema);
+      return { json: await owner.approve(body.name, body.tool) };
+    })
+    .post("/network", async ({ req }) => {
+      const body = await readValidJson(req, limit, networkRequestSchema);
+      return { json: await owner.setNetwork(body.name, body.network) };
     })
     .post("/configure", async ({ req }) => {
       const body = await readValidJson(req, limit, configureRequestSchema);

@@ -4,15 +4,22 @@ import type { BackgroundTasks } from "./background.js";
 import type { PluginStore } from "./plugins.js";
 import { describeTools } from "./plugins.js";
 import type { Executor } from "./executor.js";
+import type { Formats } from "./formats/index.js";
+import type { ApprovalStore } from "./approvals.js";
+import type { NetworkPolicy } from "./network.js";
 import type { RunOutcome } from "./messages.js";
 import { toolResultMessage } from "./messages.js";
 import type { Outbox } from "@stavrobot/common";
 import type { PermissionStore } from "./permissions.js";
 import type { RunningRecords } from "./running.js";
 import { validateParams } from "./validate.js";
+import { validateAgainstSchema } from "./formats/json-schema.js";
 
 export interface ToolServiceOptions {
   plugins: PluginStore;
+  formats: Formats;
+  approvals: ApprovalStore;
+  network: NetworkPolicy;
   executor: Executor;
   outbox: Outbox;
   running: RunningRecords;
@@ -32,7 +39,7 @@ export class ToolService {
   constructor(private readonly options: ToolServiceOptions) {}
 
   async run(pluginName: string, toolName: string, input: Record<string, unknown>): Promise<RunAnswer> {
-    const { plugins, executor, background, outbox, running, permissions, logger } = this.options;
+    const { plugins, formats, executor, background, outbox, running, permissions, logger } = this.options;
     const plugin = await plugins.get(pluginName);
     // "Bundle" is the wire's word for a plugin; published clients match this text.
     if (!plugin) throw new DomainError("not-found", "Bundle not found");
@@ -43,18 +50,24 @@ export class ToolService {
     const allowed = permissions.get(pluginName);
     if (allowed.length === 0) throw new DomainError("forbidden", "Plugin is disabled");
     if (!isToolPermitted(allowed, toolName)) throw new DomainError("forbidden", "Tool not permitted");
-    const params = validateParams(tool.parameters, input);
+    // Not an error of the request: the model is told why, and who can change it.
+    const refusal = this.options.approvals.refusal(plugin, toolName) ?? this.options.network.refusal(plugin);
+    if (refusal) return { kind: "done", outcome: { success: false, error: refusal } };
+    const params = tool.schema
+      ? validateAgainstSchema(tool.schema, input)
+      : validateParams(tool.parameters, input);
+    const format = formats.get(plugin.format);
     if (!tool.async) {
       return {
         kind: "done",
-        outcome: await executor.runTool(plugin, tool, params, executor.limits.syncTimeoutMs),
+        outcome: await format.run(plugin, tool, params, executor.limits.syncTimeoutMs),
       };
     }
     const id = await running.begin({ plugin: pluginName, tool: toolName });
     background.run(`${pluginName}/${toolName}`, async () => {
       let outcome: RunOutcome;
       try {
-        outcome = await executor.runTool(plugin, tool, params, executor.limits.asyncTimeoutMs);
+        outcome = await format.run(plugin, tool, params, executor.limits.asyncTimeoutMs);
       } catch (error) {
         logger.error("async tool run failed", {
           plugin: pluginName,

@@ -70,7 +70,11 @@ describe("auth and health", () => {
   it("answers /health without auth", async () => {
     const response = await fetch(`${t.url}/health`);
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ status: "ok", sandbox: t.host.sandbox.status });
+    expect(await response.json()).toEqual({
+      status: "ok",
+      sandbox: t.host.sandbox.status,
+      network: { enforced: t.host.sandbox.mode === "namespaces", allowWithoutCut: false },
+    });
   });
 
   it("refuses requests without the right bearer", async () => {
@@ -89,6 +93,10 @@ describe("bundles", () => {
       description: `The ${echo} plugin`,
       editable: true,
       permissions: ["*"],
+      format: "stavrobot",
+      asks: [],
+      network: true,
+      networkAllowed: true,
     });
   });
 

@@ -130,6 +130,10 @@ describe("a plugin installed from a real git repository", () => {
       description: "Weather v1",
       editable: false,
       permissions: ["*"],
+      format: "stavrobot",
+      asks: [],
+      network: true,
+      networkAllowed: true,
     });
     const show = await t.request("GET", `/bundles/${name}`);
     expect(show.body.tools).toEqual([

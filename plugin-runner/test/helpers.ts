@@ -56,6 +56,8 @@ export interface TestPluginHostOptions {
   limits?: Partial<Limits>;
   outboxBaseDelayMs?: number;
   logger?: Logger;
+  /** The owner's `[plugins] allowWithoutNetworkCut`. */
+  allowWithoutNetworkCut?: boolean;
 }
 
 /** The plugin-runner's real domain and routes (its `buildServer`) on a loopback port, with short timings. */
@@ -72,6 +74,7 @@ export async function startPluginHost(options: TestPluginHostOptions = {}): Prom
     ...(options.plainSandbox ? { sandboxPath: helpersWithoutBwrap(root) } : {}),
     ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
     ...(options.toolPath ? { toolEnv: { path: options.toolPath } } : {}),
+    ...(options.allowWithoutNetworkCut ? { allowWithoutNetworkCut: true } : {}),
     home: process.env.HOME,
     appInternalUrl: options.appUrl ?? "http://127.0.0.1:9",
     secret: SECRET,

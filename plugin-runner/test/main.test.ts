@@ -32,7 +32,10 @@ describe("main.ts as a real process", () => {
       const listed = await fetch(`${service.url}/bundles`, {
         headers: { Authorization: "Bearer main-test-secret-0123456789" },
       });
-      expect(await listed.json()).toEqual({ plugins: [] });
+      expect(await listed.json()).toEqual({
+        plugins: [],
+        network: { enforced: expect.any(Boolean), allowWithoutCut: false },
+      });
     } finally {
       service.child.kill("SIGTERM");
     }

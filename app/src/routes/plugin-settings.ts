@@ -2,9 +2,11 @@ import type { IncomingMessage } from "node:http";
 import type { Router } from "@stavrobot/common";
 import {
   ServiceError,
+  approveRequestSchema,
   configureRequestSchema,
   installJobSchema,
   installRequestSchema,
+  networkRequestSchema,
   pluginNameRequestSchema,
   pluginNameSchema,
   readValidJson,
@@ -28,7 +30,9 @@ export interface PluginSettingsDeps {
 
 /**
  * The owner's plugin settings (behind the owner's password; the web admin UI uses them):
- * everything the model's tools can do, plus `permissions`, which only the owner may set. Config
+ * everything the model's tools can do, plus what only the owner may decide: `permissions`, the
+ * approval of a plugin that waits for it (`approve {name, tool?}`) and its network (`network
+ * {name, network}`). Config
  * values are write-only here too: the config route says which keys are set, never their values.
  * The runner's status and error body are passed through. An install sent with
  * `Prefer: respond-async` answers 202 `{jobId}` at once; `GET /api/settings/plugins/jobs/<id>`
@@ -83,6 +87,9 @@ export function addPluginSettingsRoutes(router: Router, deps: PluginSettingsDeps
   post("/api/settings/plugins/update", pluginNameRequestSchema, "/update", LONG_CALL_MS);
   post("/api/settings/plugins/remove", pluginNameRequestSchema, "/remove");
   post("/api/settings/plugins/configure", configureRequestSchema, "/configure");
+  // Owner only, like permissions: the model's tools have no way to send these.
+  post("/api/settings/plugins/approve", approveRequestSchema, "/approve");
+  post("/api/settings/plugins/network", networkRequestSchema, "/network");
   // After the `:name/...` routes, so a plugin named "jobs" keeps its own; a job id is never "detail".
   router.get("/api/settings/plugins/jobs/:id", async ({ params }) => {
     const id = params.id ?? "";

@@ -14,6 +14,7 @@ import type { PluginDetailCache } from "../plugins/detail-cache.js";
 import { callPluginRunner, fence, frameInstructions } from "../plugins/plugin-runner-call.js";
 import { ToolError, capText, textResult, unknownAction } from "./result.js";
 import { visibleDetail, visiblePlugins } from "../plugins/visible.js";
+import { formatLabel, showForModel } from "../plugins/show.js";
 import { REDACTED } from "../agent/redact.js";
 
 const ALL_ACTIONS = ["install", "update", "remove", "configure", "list", "show", "create", "help"] as const;
@@ -21,9 +22,9 @@ type Action = (typeof ALL_ACTIONS)[number];
 
 const HELP_LINES: Record<Action, string> = {
   list: "- list: installed plugins with their descriptions.",
-  show: "- show {name}: a plugin's tools and their parameters, and which config keys are set (never the values).",
+  show: "- show {name}: a plugin's format, its tools and their parameters as it declared them, which config keys are set (never the values), whether it has network and what waits for the owner's approval.",
   install:
-    "- install {url}: clone a plugin from a git URL (https://, http://, git://, ssh:// or git@). Its init script runs; missing required config keys are reported.",
+    "- install {url}: clone a plugin from a git URL (https://, http://, git://, ssh:// or git@); Stavrobot, Cyclop One and Workbench plugins are recognised. A plugin in a folder of a larger repository: <url>#path=<folder>. Its init script runs; missing required config keys are reported. A Cyclop One plugin waits for the owner's approval (they give it in the settings, never you).",
   update: "- update {name}: pull the latest version of a git-installed plugin and re-run its init script.",
   remove: "- remove {name}: delete a plugin, its files and its configuration.",
   configure:
@@ -97,9 +98,10 @@ export function createManagePluginsTool(
             schema: listPluginsResponseSchema,
             signal,
           });
-          const plugins = visiblePlugins(data.plugins).map(({ name, description, editable }) => ({
+          const plugins = visiblePlugins(data.plugins).map(({ name, description, editable, format }) => ({
             name,
             description,
+            format: formatLabel(format),
             editable,
           }));
           if (plugins.length === 0) return textResult("No plugins are installed.");
@@ -113,13 +115,12 @@ export function createManagePluginsTool(
           });
           const visible = visibleDetail(data);
           if (!visible) throw new ToolError(`Plugin '${name}' not found.`);
-          const { instructions, permissions: _hidden, ...rest } = visible;
           const body = capText(
-            encode(rest),
+            encode(showForModel(visible)),
             SHOW_LIMIT_BYTES,
             "The plugin has more tools than can be shown.",
           );
-          return textResult(join(body, frameInstructions(instructions)));
+          return textResult(join(body, frameInstructions(visible.instructions)));
         }
         case "install": {
           const url = params.url?.trim();

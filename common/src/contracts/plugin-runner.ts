@@ -26,7 +26,10 @@ export const toolSummarySchema = z.object({
   name: z.string(),
   description: z.string(),
   async: z.boolean(),
+  /** Stavrobot's flat parameters; for a JSON Schema format, a flat view of `schema`'s properties. */
   parameters: z.record(z.string(), toolParameterSchema),
+  /** The JSON Schema the plugin declared (Cyclop One, Workbench), exactly as declared. */
+  schema: z.record(z.string(), z.unknown()).optional(),
 });
 export type ToolSummary = z.infer<typeof toolSummarySchema>;
 
@@ -48,16 +51,42 @@ export const configKeyStatusSchema = z.object({
   configured: z.boolean(),
 });
 
+/** The plugin formats the runner hosts (a plugin's `format`; absent from older runners: Stavrobot). */
+export const PLUGIN_FORMATS = ["stavrobot", "cyclopone", "workbench"] as const;
+
 export const pluginSummarySchema = z.object({
   name: z.string(),
   description: z.string(),
   editable: z.boolean(),
   permissions: permissionsSchema,
+  format: z.enum(PLUGIN_FORMATS).optional(),
+  /** The version the plugin declares, when its format has one. */
+  version: z.string().optional(),
+  /** The permissions the plugin asked for, in its format's words (Cyclop One's `permissions`). */
+  asks: z.array(z.string()).optional(),
+  /** Whether its processes have network (its declaration, unless the owner switched it off). */
+  network: z.boolean().optional(),
+  /** Whether its format lets it have network at all (the owner can switch it off, not give more). */
+  networkAllowed: z.boolean().optional(),
+  /** Tools waiting for the owner's approval of this version (formats that ask for approval). */
+  waitingApproval: z.array(z.string()).optional(),
 });
 export type PluginSummary = z.infer<typeof pluginSummarySchema>;
 
+/** Whether the runner can take the network away from a plugin (see the runner's README). */
+export const networkStatusSchema = z.object({
+  /** The sandbox removes the network from plugins that must not have it (namespaces mode). */
+  enforced: z.boolean(),
+  /** Where it cannot, the owner's configuration lets such plugins run anyway. */
+  allowWithoutCut: z.boolean(),
+});
+export type NetworkStatus = z.infer<typeof networkStatusSchema>;
+
 /** `GET /bundles` */
-export const listPluginsResponseSchema = z.object({ plugins: z.array(pluginSummarySchema) });
+export const listPluginsResponseSchema = z.object({
+  plugins: z.array(pluginSummarySchema),
+  network: networkStatusSchema.optional(),
+});
 
 /** `GET /bundles/:name`: every tool, whatever the permissions (callers facing the model filter). */
 export const pluginDetailSchema = pluginSummarySchema.extend({
@@ -133,6 +162,8 @@ export const installResponseSchema = z.object({
   init_output: z.string().optional(),
   missing_config: z.array(missingConfigSchema).optional(),
   warnings: z.array(z.string()).optional(),
+  /** The plugin's format (absent from older runners: Stavrobot). */
+  format: z.enum(PLUGIN_FORMATS).optional(),
   message: z.string(),
 });
 export type InstallResponse = z.infer<typeof installResponseSchema>;
@@ -164,6 +195,16 @@ export const installJobSchema = z.object({
 });
 export type InstallJob = z.infer<typeof installJobSchema>;
 
+/** `POST /approve` (owner only): every tool waiting, or the one named. */
+export const approveRequestSchema = z.strictObject({
+  name: pluginNameSchema,
+  tool: z.string().min(1).max(200).optional(),
+});
+export const approveResponseSchema = z.object({ message: z.string(), approved: z.array(z.string()) });
+
+/** `POST /network` (owner only): switches a plugin's network off, or on again where it may have it. */
+export const networkRequestSchema = z.strictObject({ name: pluginNameSchema, network: z.boolean() });
+
 /** `POST /update` and `POST /remove` */
 export const pluginNameRequestSchema = z.strictObject({ name: pluginNameSchema });
 
@@ -190,4 +231,5 @@ export const sandboxStatusSchema = z.object({
 export const healthResponseSchema = z.object({
   status: z.literal("ok"),
   sandbox: sandboxStatusSchema.optional(),
+  network: networkStatusSchema.optional(),
 });

@@ -6,6 +6,8 @@ import type { Mount, SystemEntry } from "./mounts.js";
 import { systemEntries } from "./mounts.js";
 import type { ProcessResult, ProcessSpec } from "./process.js";
 import { runProcess } from "./process.js";
+import type { LongLivedSpec } from "./long-lived.js";
+import { LongLivedProcess } from "./long-lived.js";
 import { unshareArgs } from "./unshare.js";
 
 export type { Mount } from "./mounts.js";
@@ -53,6 +55,14 @@ export interface SandboxRun extends Omit<ProcessSpec, "uid" | "gid"> {
   /** Bind mounts (namespaces mode). In plain mode paths are the machine's own, so mounts are ignored. */
   mounts?: readonly Mount[];
   /** False removes the network (namespaces mode only; see `enforcesNetworkRemoval`). Default true. */
+  network?: boolean;
+  limits?: ResourceLimits;
+}
+
+/** A long-lived process in the sandbox: as a run, without stdin, timeout or output caps of its own. */
+export interface SandboxStart extends Omit<LongLivedSpec, "uid" | "gid"> {
+  user?: { uid: number; gid: number };
+  mounts?: readonly Mount[];
   network?: boolean;
   limits?: ResourceLimits;
 }
@@ -123,16 +133,54 @@ export class Sandbox {
 
   run(spec: SandboxRun): Promise<ProcessResult> {
     const { user, mounts, network, limits, command, args, ...rest } = spec;
+    const launch = this.launch({ user, mounts, network, limits, command, args, cwd: spec.cwd });
+    if ("error" in launch) return Promise.resolve(refused(launch.error));
+    const { namespaced, ...line } = launch;
+    const result = runProcess({ ...rest, ...line });
+    return namespaced ? result.then(fromSignalExit) : result;
+  }
+
+  /**
+   * Starts a process that stays up (see `LongLivedProcess`), isolated exactly as `run` isolates
+   * one: the same user, mounts, network and limits. It has no timeout of its own: callers bound
+   * each exchange (`KeptProcess.use`) and kill it when one outlives its time.
+   */
+  start(spec: SandboxStart): LongLivedProcess {
+    const { user, mounts, network, limits, command, args, ...rest } = spec;
+    const launch = this.launch({ user, mounts, network, limits, command, args, cwd: spec.cwd });
+    if ("error" in launch) {
+      return new LongLivedProcess({ ...rest, command, refused: launch.error });
+    }
+    const { namespaced: _namespaced, ...line } = launch;
+    return new LongLivedProcess({ ...rest, ...line });
+  }
+
+  /** The command line that runs `command` in this sandbox, as `spec.user` (when the service is root). */
+  private launch(
+    spec: Pick<SandboxRun, "user" | "mounts" | "network" | "limits" | "command" | "args" | "cwd">,
+  ):
+    | {
+        command: string;
+        args: string[];
+        cwd: string;
+        uid?: number;
+        gid?: number;
+        extraFds?: readonly number[];
+        namespaced: boolean;
+      }
+    | { error: string } {
+    const { user, mounts, network, limits, command, args } = spec;
     const switchUser = this.status.users && user !== undefined;
     const inner = [...this.limitArgs(limits, switchUser), command, ...(args ?? [])];
     const launcher = this.launcher;
     if (launcher.tool === "none") {
-      return runProcess({
-        ...rest,
+      return {
         command: inner[0] as string,
         args: inner.slice(1),
+        cwd: spec.cwd,
         ...(switchUser ? { uid: user.uid, gid: user.gid } : {}),
-      });
+        namespaced: false,
+      };
     }
     // Runs that start as root inside their namespaces (unshare's, and bubblewrap's in a user
     // namespace) drop root's capabilities there even when they keep the user.
@@ -148,18 +196,18 @@ export class Sandbox {
     if (launcher.tool === "bubblewrap") {
       const argv = bwrapArgs({ ...inside, system: this.system, place: launcher.place });
       const fds = launcher.namespace ? { extraFds: [launcher.namespace.fd] } : {};
-      return runProcess({ ...rest, ...fds, command: launcher.bwrap, args: argv, cwd: "/" }).then(
-        fromSignalExit,
-      );
+      return { command: launcher.bwrap, args: argv, cwd: "/", ...fds, namespaced: true };
     }
-    let launch;
     try {
       launcher.base.ensure();
-      launch = unshareArgs({ ...inside, tools: launcher.tools, base: launcher.base });
+      return {
+        ...unshareArgs({ ...inside, tools: launcher.tools, base: launcher.base }),
+        cwd: "/",
+        namespaced: true,
+      };
     } catch (error) {
-      return Promise.resolve(refused(error));
+      return { error: error instanceof Error ? error.message : String(error) };
     }
-    return runProcess({ ...rest, ...launch, cwd: "/" }).then(fromSignalExit);
   }
 
   /**

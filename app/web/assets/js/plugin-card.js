@@ -4,6 +4,7 @@ import { api, postJson } from "./lib/api.js";
 import { busy, el, fill } from "./lib/dom.js";
 import { renderPermissions, describePermissions } from "./plugin-permissions.js";
 import { renderConfig } from "./plugin-config.js";
+import { renderTrust, trustBadges } from "./plugin-trust.js";
 
 const pluginPath = (name) => `/api/settings/plugins/${encodeURIComponent(name)}`;
 
@@ -23,6 +24,7 @@ export function renderPluginCard(plugin, { open, openCards, note, onChange: relo
       {},
       el("span", { class: "plugin-name", text: plugin.name }),
       el("span", { class: "badge", "data-permissions": "", text: describePermissions(plugin.permissions) }),
+      ...trustBadges(plugin),
       plugin.editable ? el("span", { class: "badge", text: "editable" }) : null,
     ),
     el("p", { class: "muted", text: plugin.description }),
@@ -56,6 +58,8 @@ async function fillBody(body, plugin, context) {
     detail.instructions
       ? [el("h3", { text: "Instructions" }), el("pre", { class: "instructions", text: detail.instructions })]
       : null,
+    el("h3", { text: "Approval and network" }),
+    renderTrust(plugin, context),
     el("h3", { text: "Tools" }),
     renderPermissions(plugin.name, detail.tools, config.permissions, context),
     el("h3", { text: "Configuration" }),

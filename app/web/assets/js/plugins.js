@@ -22,8 +22,9 @@ const openCards = {
 /** `name` and `message`: an action's outcome, shown in that plugin's new card. */
 async function loadPlugins(name, message) {
   try {
-    const { plugins } = await api("/api/settings/plugins/list");
+    const { plugins, network } = await api("/api/settings/plugins/list");
     showError(byId("plugins-error"));
+    showNetworkNote(network);
     // An action whose plugin is gone (removed) is reported above the list.
     byId("plugins-note").textContent = plugins.some((plugin) => plugin.name === name) ? "" : (message ?? "");
     if (plugins.length === 0) {
@@ -45,6 +46,18 @@ async function loadPlugins(name, message) {
     fill(byId("plugins"));
     showError(byId("plugins-error"), error);
   }
+}
+
+/** Where the sandbox cannot take the network away, the owner is told what follows. */
+function showNetworkNote(network) {
+  const note = byId("network-note");
+  note.hidden = !network || network.enforced;
+  note.textContent =
+    !network || network.enforced
+      ? ""
+      : network.allowWithoutCut
+        ? "This machine's sandbox cannot take the network away from plugins: those that should run without it (no network asked for, or switched off here) run WITH it, as your configuration allows."
+        : "This machine's sandbox cannot take the network away from plugins: those that should run without it (no network asked for, or switched off here) do not run. Install bubblewrap, or allow them with [plugins] allowWithoutNetworkCut = true in config.toml.";
 }
 
 byId("install-form").addEventListener("submit", async (event) => {

@@ -1,0 +1,92 @@
+// What a plugin may do beyond its tools: its format and version, the permissions it asked for, the
+// owner's approval (formats that ask for it: Cyclop One, per version) and whether it has network.
+// Only the owner decides these; the model cannot.
+import { postJson } from "./lib/api.js";
+import { busy, el } from "./lib/dom.js";
+
+const FORMATS = { stavrobot: "Stavrobot", cyclopone: "Cyclop One", workbench: "Workbench" };
+
+export function formatLabel(format) {
+  return FORMATS[format ?? "stavrobot"] ?? String(format);
+}
+
+/** The badges beside a plugin's name in its card's summary. */
+export function trustBadges(plugin) {
+  const waiting = plugin.waitingApproval ?? [];
+  return [
+    el("span", {
+      class: "badge",
+      "data-format": plugin.format ?? "stavrobot",
+      text: formatLabel(plugin.format),
+    }),
+    waiting.length > 0
+      ? el("span", { class: "badge bad", "data-waiting": "", text: "waits for approval" })
+      : null,
+    plugin.network === false
+      ? el("span", { class: "badge", "data-no-network": "", text: "no network" })
+      : null,
+  ];
+}
+
+export function renderTrust(plugin, { status, onChange }) {
+  const asks = plugin.asks ?? [];
+  const waiting = plugin.waitingApproval ?? [];
+  const act = (button, path, body) =>
+    busy(button, async () => {
+      try {
+        const result = await postJson(path, body);
+        await onChange(result.message);
+      } catch (error) {
+        status.textContent = error.message;
+      }
+    });
+  const approval = [];
+  if (plugin.waitingApproval !== undefined) {
+    if (waiting.length === 0) {
+      approval.push(el("p", { "data-approval": "approved", text: `Approved (version ${plugin.version}).` }));
+    } else {
+      const all = el("button", {
+        type: "button",
+        class: "primary",
+        "data-action": "approve",
+        text: "Approve",
+      });
+      all.addEventListener("click", () => act(all, "/api/settings/plugins/approve", { name: plugin.name }));
+      approval.push(
+        el("p", {
+          "data-approval": "waiting",
+          text: `Version ${plugin.version} waits for your approval before these tools can run: ${waiting.join(", ")}.`,
+        }),
+        el("div", { class: "actions" }, all),
+      );
+    }
+  }
+  const box = el("input", {
+    type: "checkbox",
+    "data-network": "",
+    checked: plugin.network !== false,
+    disabled: plugin.networkAllowed === false,
+  });
+  box.addEventListener("change", () =>
+    act(box, "/api/settings/plugins/network", { name: plugin.name, network: box.checked }),
+  );
+  return el(
+    "div",
+    { class: "trust" },
+    el(
+      "p",
+      { "data-asks": "" },
+      `Format: ${formatLabel(plugin.format)}${plugin.version ? `, version ${plugin.version}` : ""}. `,
+      plugin.format === "cyclopone"
+        ? asks.length > 0
+          ? `It asks for: ${asks.join(", ")}.`
+          : "It asks for no permissions."
+        : "Its format declares no permissions.",
+    ),
+    ...approval,
+    el("label", { class: "check" }, box, "Network (it reaches what this machine reaches, loopback included)"),
+    plugin.networkAllowed === false
+      ? el("p", { class: "hint", text: "It did not ask for network, so it runs without it." })
+      : null,
+  );
+}

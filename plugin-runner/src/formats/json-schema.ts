@@ -1,0 +1,84 @@
+import { Ajv } from "ajv";
+import type { ValidateFunction } from "ajv";
+import { DomainError } from "@stavrobot/common";
+import type { ValidatedParams } from "../validate.js";
+import type { JsonSchema } from "./format.js";
+
+/**
+ * Parameters checked against the JSON Schema a tool declared, with ajv (see DECISIONLOG.md).
+ * The schema is the plugin author's, so before it is compiled the keywords that run a regular
+ * expression (`pattern`, `patternProperties`) are taken out: a hostile expression could otherwise
+ * hold the runner's one thread (the plugin can still check them itself). `format` is not checked.
+ * A schema ajv cannot compile (a remote `$ref`, a wrong keyword) checks nothing, as the format's
+ * own host would not have either; such a tool still runs.
+ */
+const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, validateSchema: false });
+const compiled = new WeakMap<JsonSchema, ValidateFunction | null>();
+
+export function validateAgainstSchema(
+  schema: JsonSchema | undefined,
+  input: Record<string, unknown>,
+): ValidatedParams {
+  const validate = schema ? validatorFor(schema) : null;
+  if (validate && !validate(input)) {
+    const problems = (validate.errors ?? [])
+      .slice(0, 10)
+      .map((error) => `${error.instancePath || "(parameters)"} ${error.message ?? "is invalid"}`.trim());
+    throw new DomainError("invalid", `Invalid parameters: ${[...new Set(problems)].join("; ")}`, {
+      schema,
+    });
+  }
+  return { values: input, files: [] };
+}
+
+function validatorFor(schema: JsonSchema): ValidateFunction | null {
+  const known = compiled.get(schema);
+  if (known !== undefined) return known;
+  let validate: ValidateFunction | null;
+  try {
+    validate = ajv.compile(withoutRegexes(schema) as object);
+  } catch {
+    validate = null;
+  }
+  compiled.set(schema, validate);
+  return validate;
+}
+
+/** Keywords whose value is one subschema, a list of them, or a map of them. */
+const ONE = [
+  "additionalProperties",
+  "items",
+  "not",
+  "if",
+  "then",
+  "else",
+  "contains",
+  "propertyNames",
+  "additionalItems",
+  "unevaluatedProperties",
+  "unevaluatedItems",
+];
+const LIST = ["anyOf", "oneOf", "allOf", "prefixItems", "items"];
+const MAP = ["properties", "definitions", "$defs", "dependentSchemas"];
+
+/** A copy of the schema without `pattern` and `patternProperties` anywhere a subschema can be. */
+export function withoutRegexes(schema: unknown): unknown {
+  if (!schema || typeof schema !== "object" || Array.isArray(schema)) return schema;
+  const copy: Record<string, unknown> = { ...(schema as Record<string, unknown>) };
+  delete copy.pattern;
+  delete copy.patternProperties;
+  for (const key of ONE) if (key in copy && !Array.isArray(copy[key])) copy[key] = withoutRegexes(copy[key]);
+  for (const key of LIST) {
+    const value = copy[key];
+    if (Array.isArray(value)) copy[key] = value.map(withoutRegexes);
+  }
+  for (const key of MAP) {
+    const value = copy[key];
+    if (value && typeof value === "object" && !Array.isArray(value)) {
+      copy[key] = Object.fromEntries(
+        Object.entries(value as Record<string, unknown>).map(([name, sub]) => [name, withoutRegexes(sub)]),
+      );
+    }
+  }
+  return copy;
+}

@@ -1,0 +1,215 @@
+import { lstat, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  JsonLines,
+  KeptProcess,
+  ProcessGoneError,
+  TimedOutError,
+  errorMessage,
+  writeFileAtomic,
+} from "@stavrobot/common";
+import type { Logger } from "@stavrobot/common";
+import type { Executor } from "../executor.js";
+import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
+import type { RunOutcome } from "../messages.js";
+import type { Plugin } from "../plugins.js";
+import { normaliseToolResponse, responseOutcome, thrownResponse } from "./workbench-result.js";
+
+/** A tool as the host reports it after `register(api)`. */
+export interface HostedTool {
+  name: string;
+  description: string;
+  inputSchema?: unknown;
+}
+
+interface Host {
+  kept: KeptProcess<JsonLines>;
+  tools: HostedTool[];
+  skipped: string[];
+  /** The modification times of the plugin's files when its host loaded them. */
+  stamp: string;
+}
+
+const HOST_SCRIPT = "workbench-host.cjs";
+/** The host script's text, read once. */
+let hostScript: string | undefined;
+/** How long a plugin that failed to load is not tried again while its files stay the same. */
+const RETRY_FAILED_MS = 60_000;
+/** How long loading a plugin (`register(api)`) may take. */
+const LOAD_TIMEOUT_MS = 30_000;
+
+/**
+ * One kept Node process per Workbench plugin, each the host script in the plugin's sandbox: started
+ * when the plugin is first read (its tools are what `register(api)` registered), restarted after a
+ * crash or a run that outlived its time (a CPU loop is killed, not waited for), started again when
+ * the plugin's files change, and stopped when the plugin is updated or removed.
+ */
+export class WorkbenchHosts {
+  private readonly hosts = new Map<string, Host>();
+  /** Plugins whose host could not load them, by the files' stamp: not retried until they change (or a minute passed). */
+  private readonly failures = new Map<string, { stamp: string; error: Error; at: number }>();
+
+  constructor(
+    private readonly executor: Executor,
+    private readonly logger: Logger,
+    /** Told when a plugin's tools changed without its files changing (it called reloadPlugins()). */
+    private readonly changed: (plugin: string) => void,
+  ) {}
+
+  /** The plugin's tools, from its running host (started, or restarted if its files changed). */
+  async tools(plugin: Plugin): Promise<{ tools: HostedTool[]; skipped: string[] }> {
+    const stamp = await stampOf(plugin.dir);
+    let host = this.hosts.get(plugin.name);
+    if (host && host.stamp !== stamp) {
+      await this.stop(plugin.name);
+      host = undefined;
+    }
+    const failed = this.failures.get(plugin.name);
+    if (!host && failed?.stamp === stamp && Date.now() - failed.at < RETRY_FAILED_MS) throw failed.error;
+    host ??= this.create(plugin, stamp);
+    try {
+      await host.kept.session();
+    } catch (error) {
+      // Every listing would otherwise start a process to fail again.
+      await this.stop(plugin.name);
+      this.failures.set(plugin.name, { stamp, error: error as Error, at: Date.now() });
+      throw error;
+    }
+    this.failures.delete(plugin.name);
+    return { tools: host.tools, skipped: host.skipped };
+  }
+
+  /** Runs a tool in the plugin's host; past `timeoutMs` the host is killed and started again. */
+  async run(
+    plugin: Plugin,
+    tool: string,
+    input: Record<string, unknown>,
+    timeoutMs: number,
+  ): Promise<RunOutcome> {
+    const host = this.hosts.get(plugin.name) ?? this.create(plugin, await stampOf(plugin.dir));
+    let answer: Record<string, unknown>;
+    try {
+      answer = await host.kept.use((session) => session.request({ op: "run", tool, input }), timeoutMs);
+    } catch (error) {
+      if (error instanceof TimedOutError) {
+        const seconds = Math.round(timeoutMs / 100) / 10;
+        return {
+          success: false,
+          error: `Tool execution timed out after ${seconds} s: the plugin's process was stopped and is being started again.`,
+        };
+      }
+      if (error instanceof ProcessGoneError) {
+        return {
+          success: false,
+          error: this.executor.tidy(`The plugin's process ended while the tool ran. ${error.message}`),
+        };
+      }
+      return {
+        success: false,
+        error: this.executor.tidy(`The plugin could not be started: ${errorMessage(error)}`),
+      };
+    }
+    if (answer.ok !== true) {
+      const message = typeof answer.error === "string" ? answer.error : "unknown error";
+      if (answer.thrown === true) return responseOutcome(thrownResponse(message));
+      return { success: false, error: message };
+    }
+    const value = answer.undefined === true ? undefined : answer.result;
+    return responseOutcome(normaliseToolResponse(value));
+  }
+
+  async stop(plugin: string): Promise<void> {
+    this.failures.delete(plugin);
+    const host = this.hosts.get(plugin);
+    this.hosts.delete(plugin);
+    await host?.kept.stop(500);
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.hosts.keys()].map((plugin) => this.stop(plugin)));
+  }
+
+  /** The launcher's pid of a plugin's host while it runs (for tests and diagnostics). */
+  pidOf(plugin: string): number | undefined {
+    return this.hosts.get(plugin)?.kept.pid;
+  }
+
+  private create(plugin: Plugin, stamp: string): Host {
+    const { executor, logger } = this;
+    const host: Host = {
+      stamp,
+      tools: [],
+      skipped: [],
+      kept: new KeptProcess<JsonLines>({
+        name: `workbench:${plugin.name}`,
+        logger,
+        start: async () => {
+          const prepared = await executor.prepareForRun(plugin.dir, plugin.name);
+          // A fresh copy each start, the runner's. The directory is the plugin's: whatever it left at
+          // that path (a symlink to a file of the machine) is replaced by a rename, never written through.
+          const script = join(prepared.cache, HOST_SCRIPT);
+          hostScript ??= await readFile(join(HOST_SCRIPTS_DIR, HOST_SCRIPT), "utf8");
+          await writeFileAtomic(script, hostScript, undefined, 0o644);
+          const paths = executor.pluginPaths(plugin, prepared, undefined);
+          const process = executor.startKept(prepared, paths, {
+            command: "node",
+            args: [`${paths.cacheRoot}/${HOST_SCRIPT}`],
+            cwd: paths.pluginRoot,
+            env: { WORKBENCH_PLUGIN_DIR: paths.pluginRoot },
+          });
+          const session = new JsonLines(process);
+          session.onMessage((message) => {
+            if (message.event !== "tools") return;
+            host.tools = hostedTools(message.tools);
+            host.skipped = strings(message.skipped);
+            this.changed(plugin.name);
+          });
+          const timer = setTimeout(() => process.kill(), LOAD_TIMEOUT_MS);
+          try {
+            const loaded = await session.request({ op: "load" });
+            if (loaded.ok !== true) throw new Error(String(loaded.error ?? "the plugin did not load"));
+            host.tools = hostedTools(loaded.tools);
+            host.skipped = strings(loaded.skipped);
+          } catch (error) {
+            process.kill();
+            throw new Error(`index.js could not be loaded: ${errorMessage(error)}`, { cause: error });
+          } finally {
+            clearTimeout(timer);
+          }
+          return { process, session };
+        },
+      }),
+    };
+    this.hosts.set(plugin.name, host);
+    return host;
+  }
+}
+
+async function stampOf(dir: string): Promise<string> {
+  const times = await Promise.all(
+    ["index.js", "package.json"].map(
+      async (file) => (await lstat(join(dir, file)).catch(() => undefined))?.mtimeMs ?? -1,
+    ),
+  );
+  return times.join(",");
+}
+
+function hostedTools(value: unknown): HostedTool[] {
+  if (!Array.isArray(value)) return [];
+  return value.flatMap((item) => {
+    if (!item || typeof item !== "object") return [];
+    const tool = item as Record<string, unknown>;
+    if (typeof tool.name !== "string") return [];
+    return [
+      {
+        name: tool.name,
+        description: typeof tool.description === "string" ? tool.description : "",
+        inputSchema: tool.inputSchema,
+      },
+    ];
+  });
+}
+
+function strings(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((item): item is string => typeof item === "string") : [];
+}
