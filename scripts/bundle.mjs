@@ -11,7 +11,7 @@ import { build } from "esbuild";
 
 /** Each service and its entry under `src/`. */
 export const ENTRIES = {
-  app: "start-local.ts",
+  app: "boot/start-local.ts",
   "plugin-runner": "main.ts",
   "python-runner": "main.ts",
   coder: "main.ts",

@@ -12,14 +12,14 @@ import {
   resolveInternalSecret,
   type Logger,
 } from "@stavrobot/common";
-import { ensureConfigFile, loadConfig, type AppConfig } from "./config.js";
+import { ensureConfigFile, loadConfig, type AppConfig } from "./boot/config.js";
 import { openDatabase, usesServer, type Database } from "./db/database.js";
-import { restrictUmask, securePrivateState } from "./private-state.js";
-import type { InstanceLock } from "./instance-lock.js";
-import { parseAppEnv } from "./env.js";
-import { resolvePaths } from "./paths.js";
+import { restrictUmask, securePrivateState } from "./boot/private-state.js";
+import type { InstanceLock } from "./boot/instance-lock.js";
+import { parseAppEnv } from "./boot/env.js";
+import { resolvePaths } from "./boot/paths.js";
 
-export { resolvePaths, type AppPaths } from "./paths.js";
+export { resolvePaths, type AppPaths } from "./boot/paths.js";
 import { migrate } from "./db/migrations.js";
 import { InboxStore, finishChange, processingChange } from "./db/inbox.js";
 import { listMemories, listScratchpadTitles } from "./db/knowledge.js";
@@ -33,8 +33,8 @@ import { LoginFlows } from "./auth/login-flow.js";
 import { createReauthHandler } from "./auth/reauth.js";
 import { ConversationStore } from "./agent/conversation.js";
 import { SystemPromptCache } from "./agent/prompt-cache.js";
-import { StartupPhases } from "./startup-phases.js";
-import { APP_LAYOUT } from "./app-dir.js";
+import { StartupPhases } from "./boot/startup-phases.js";
+import { APP_LAYOUT } from "./boot/app-dir.js";
 import { warmUpFirstTurn } from "./agent/warm-up.js";
 import { openModelClient } from "./model/client.js";
 import { wakingClient } from "./local/sibling.js";

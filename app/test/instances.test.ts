@@ -28,7 +28,7 @@ afterEach(async () => {
   fake = undefined;
 });
 
-const LAUNCHER = ["app/src/start-local.ts"];
+const LAUNCHER = ["app/src/boot/start-local.ts"];
 
 /** Every port of a start, free ones. */
 async function freePorts(): Promise<Record<string, string>> {
@@ -199,7 +199,11 @@ describe("a port in use", () => {
   it("stops the app started on its own (the image's entry) in one line naming PORT", async () => {
     const port = await listenOn();
     const env = (await newEnv()).env;
-    const result = await runToExit(["app/src/main.ts"], { ...env, PORT: String(port), INTERNAL_PORT: "0" });
+    const result = await runToExit(["app/src/boot/main.ts"], {
+      ...env,
+      PORT: String(port),
+      INTERNAL_PORT: "0",
+    });
     expect(result.code).toBe(69);
     expect(lastLine(result.output)).toContain(
       `app: port ${port} on 127.0.0.1 is in use by another program (or another Stavrobot): set PORT to a free port`,

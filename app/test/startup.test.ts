@@ -38,7 +38,7 @@ const healthy = (port: number): Promise<boolean> =>
 async function launchToExit(env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
   const child = spawn(
     process.execPath,
-    ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"],
+    ["--conditions=source", "--import", "tsx", "app/src/boot/start-local.ts"],
     {
       cwd: repoRoot,
       env,

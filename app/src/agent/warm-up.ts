@@ -2,7 +2,7 @@ import type { Api, Model } from "@mariozechner/pi-ai";
 import { chatRequestSchema, type Logger } from "@stavrobot/common";
 import type { Database } from "../db/database.js";
 import type { InboxStore } from "../db/inbox.js";
-import type { StartupPhases } from "../startup-phases.js";
+import type { StartupPhases } from "../boot/startup-phases.js";
 import type { ModelClient } from "../model/client.js";
 import type { ConversationStore } from "./conversation.js";
 import type { SystemPromptCache } from "./prompt-cache.js";

@@ -1,7 +1,7 @@
 import type { Logger, ServiceClient } from "@stavrobot/common";
 import { Allowlist, normalizeIdentifier } from "../allowlist/allowlist.js";
 import type { Channel, OwnerContact } from "../audience.js";
-import type { AppConfig } from "../config.js";
+import type { AppConfig } from "../boot/config.js";
 import type { Database } from "../db/database.js";
 import type { InboxStore, UndeliveredAnswer } from "../db/inbox.js";
 import { AnswerDelivery } from "../delivery/answers.js";

@@ -1,7 +1,7 @@
 import { getModel } from "@mariozechner/pi-ai";
 import { ConfigError } from "@stavrobot/common";
 import { describe, expect, it } from "vitest";
-import type { AppConfig } from "../config.js";
+import type { AppConfig } from "../boot/config.js";
 import { describeModel, resolveModel } from "./model.js";
 
 type Settings = Parameters<typeof resolveModel>[0] & Pick<AppConfig, "budget">;

@@ -2,7 +2,7 @@ import { getEnvApiKey, getModels, getProviders, type Api, type Model } from "@ma
 import { ConfigError, errorMessage, type Logger } from "@stavrobot/common";
 import { CredentialsFile } from "../auth/credentials-file.js";
 import { OAuthKeys } from "../auth/oauth-keys.js";
-import type { AppConfig } from "../config.js";
+import type { AppConfig } from "../boot/config.js";
 import { closestModel, idParts } from "./template.js";
 
 /** What config.toml may say about the model's limits and prices (US$ per million tokens). */

@@ -1,5 +1,5 @@
 import type { ServiceClient } from "@stavrobot/common";
-import type { AppConfig } from "../config.js";
+import type { AppConfig } from "../boot/config.js";
 import type { Database } from "../db/database.js";
 import type { FileAreas } from "../files/areas.js";
 import type { PluginDetailCache } from "../plugins/detail-cache.js";

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Handler } from "@stavrobot/common";
-import { APP_LAYOUT } from "../app-dir.js";
+import { APP_LAYOUT } from "../boot/app-dir.js";
 import { UI_HEADERS } from "./security.js";
 
 /** `app/web`, beside the code (`src`, `dist` in the image, or the bundle `npm start` runs). */

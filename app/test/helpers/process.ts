@@ -20,7 +20,12 @@ export interface AppProcess {
 }
 
 /** The launcher from its sources (what most tests run: no bundling step). */
-export const LAUNCHER_FROM_SOURCES = ["--conditions=source", "--import", "tsx", "app/src/start-local.ts"];
+export const LAUNCHER_FROM_SOURCES = [
+  "--conditions=source",
+  "--import",
+  "tsx",
+  "app/src/boot/start-local.ts",
+];
 /** `npm start` itself (package.json's "start" script): bundles when needed, runs the bundles. */
 export const NPM_START = ["scripts/start.mjs"];
 

@@ -10,17 +10,17 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { EXIT_CONFIG, EXIT_IN_USE, createLogger, errorMessage, parseEnv } from "@stavrobot/common";
-import type { RunningApp } from "./app.js";
+import type { RunningApp } from "../app.js";
 import { APP_LAYOUT } from "./app-dir.js";
 import { loadConfig, type AppConfig } from "./config.js";
 import { parseAppEnv } from "./env.js";
-import { startSibling, type Sibling } from "./local/sibling.js";
-import { toolPathFor } from "./local/tool-path.js";
+import { startSibling, type Sibling } from "../local/sibling.js";
+import { toolPathFor } from "../local/tool-path.js";
 import { exitForRefusal, main } from "./run.js";
 import { resolvePaths } from "./paths.js";
 import { acquireInstanceLock } from "./instance-lock.js";
-import type { OwnSiblings } from "./local/own-sibling.js";
-import { refusePortsInUse, type PortClaim } from "./local/ports.js";
+import type { OwnSiblings } from "../local/own-sibling.js";
+import { refusePortsInUse, type PortClaim } from "../local/ports.js";
 
 /** A sibling's loopback port: the app is told where it is, so "any free port" (0) will not do. */
 const port = (fallback: number) => z.coerce.number().int().min(1).max(65535).default(fallback);

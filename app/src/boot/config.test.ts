@@ -7,7 +7,7 @@ import { z } from "zod";
 import { ConfigError, parseTomlConfig } from "@stavrobot/common";
 import { configSchema, ensureConfigFile, loadConfig } from "./config.js";
 
-const EXAMPLE_PATH = fileURLToPath(new URL("../../config.example.toml", import.meta.url));
+const EXAMPLE_PATH = fileURLToPath(new URL("../../../config.example.toml", import.meta.url));
 const MINIMAL = 'model = "claude-sonnet-4-5"\npassword = "correct-horse"\n';
 
 let dir: string;

@@ -1,5 +1,5 @@
 import { ConfigError, EXIT_CONFIG, StartRefused, createLogger, type Logger } from "@stavrobot/common";
-import { startApp, type AppOptions, type RunningApp } from "./app.js";
+import { startApp, type AppOptions, type RunningApp } from "../app.js";
 import { parseAppEnv } from "./env.js";
 import { acquireInstanceLock, cannotWrite, type InstanceLock } from "./instance-lock.js";
 import { resolvePaths } from "./paths.js";
