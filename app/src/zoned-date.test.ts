@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatLocalTime } from "./agent/prompt.js";
+import { formatLocalTime } from "./zoned-date.js";
 import { zonedParts } from "./zoned-date.js";
 
 describe("dates in the owner's time zone", () => {

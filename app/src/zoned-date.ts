@@ -22,3 +22,9 @@ export function zonedParts(date: Date, timezone: string): Record<string, string>
   for (const part of format.formatToParts(date)) out[part.type] = part.value;
   return out;
 }
+
+/** "Sat 2026-11-21 23:55:02" in the given time zone. */
+export function formatLocalTime(date: Date, timezone: string): string {
+  const p = zonedParts(date, timezone);
+  return `${p.weekday} ${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}`;
+}

@@ -1,4 +1,4 @@
-import { zonedParts } from "../zoned-date.js";
+import { formatLocalTime } from "../zoned-date.js";
 import { readFile } from "node:fs/promises";
 import type { ImageContent, TextContent, UserMessage } from "@mariozechner/pi-ai";
 import type { Attachment } from "@stavrobot/common";
@@ -69,12 +69,6 @@ export interface IncomingMessage {
   source: string | null;
   sender: string | null;
   receivedAt: Date;
-}
-
-/** "Sat 2026-11-21 23:55:02" in the given time zone. */
-export function formatLocalTime(date: Date, timezone: string): string {
-  const p = zonedParts(date, timezone);
-  return `${p.weekday} ${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}`;
 }
 
 /**

@@ -1,17 +1,9 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
 import type { ToolResultMessage } from "@mariozechner/pi-ai";
 
-/**
- * Rewrites one tool's call arguments before the call is stored (e.g. to hide secrets) and names
- * the secret strings it hid, so that they can be scrubbed from the call's result too (a
- * validation error quotes the arguments it received).
- */
-export type ArgumentRedactor = (args: Record<string, unknown>) => {
-  args: Record<string, unknown>;
-  secrets: string[];
-};
+import { REDACTED, type ArgumentRedactor } from "../tools/result.js";
 
-export const REDACTED = "[redacted]";
+export type { ArgumentRedactor };
 
 /** Secrets shorter than this are not searched for in results: they would match ordinary text. */
 const MIN_SCRUBBED_LENGTH = 4;

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 import type { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from "@electric-sql/pglite";
-import type { Database, QueryOptions, QueryResult, TextParsers } from "./database.js";
+import type { Database, QueryOptions, QueryResult, TextParsers } from "./types.js";
 import { DatabaseUnavailableError, untilAborted } from "./unavailable.js";
 
 /**

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { closeServer, createServiceClient, listen } from "@stavrobot/common";
-import { ToolError } from "../tools/result.js";
+import { ToolError } from "../tool-error.js";
 import { PluginDetailCache } from "./detail-cache.js";
 
 let server: Server;

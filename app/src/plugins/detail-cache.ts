@@ -1,5 +1,5 @@
 import { ServiceError, pluginDetailSchema, type PluginDetail, type ServiceClient } from "@stavrobot/common";
-import { ToolError } from "../tools/result.js";
+import { ToolError } from "../tool-error.js";
 import { toToolError } from "./plugin-runner-call.js";
 
 const FRESH_MS = 30_000;

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { ServiceError, errorBodyText } from "@stavrobot/common";
 import type { ServiceClient } from "@stavrobot/common";
-import { ToolError } from "../tools/result.js";
+import { ToolError } from "../tool-error.js";
 
 export interface PluginRunnerCall<T extends z.ZodType> {
   body?: unknown;

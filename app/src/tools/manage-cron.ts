@@ -3,7 +3,7 @@ import { StringEnum, Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
 import type { Queryable } from "../db/database.js";
 import * as cron from "../db/cron.js";
-import { formatLocalTime } from "../agent/prompt.js";
+import { formatLocalTime } from "../zoned-date.js";
 import { cronError, parseDateTime } from "../scheduler/schedule.js";
 import { ToolError, textResult, unknownAction } from "./result.js";
 

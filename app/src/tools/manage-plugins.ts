@@ -12,10 +12,9 @@ import {
 import type { InstallResponse, ServiceClient } from "@stavrobot/common";
 import type { PluginDetailCache } from "../plugins/detail-cache.js";
 import { callPluginRunner, fence, frameInstructions } from "../plugins/plugin-runner-call.js";
-import { ToolError, capText, textResult, unknownAction } from "./result.js";
+import { REDACTED, ToolError, capText, textResult, unknownAction } from "./result.js";
 import { visibleDetail, visiblePlugins } from "../plugins/visible.js";
 import { formatLabel, showForModel } from "../plugins/show.js";
-import { REDACTED } from "../agent/redact.js";
 
 const ALL_ACTIONS = ["install", "update", "remove", "configure", "list", "show", "create", "help"] as const;
 type Action = (typeof ALL_ACTIONS)[number];

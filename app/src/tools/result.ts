@@ -9,12 +9,8 @@ export function textResult(text: string, details: Record<string, unknown> = {}):
   return { content: [{ type: "text", text }], details };
 }
 
-export class ToolError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ToolError";
-  }
-}
+export { ToolError } from "../tool-error.js";
+import { ToolError } from "../tool-error.js";
 
 /**
  * A model call's failure as the tool's error (`ModelCallError` carries words for the model); other
@@ -24,6 +20,19 @@ export function asToolError(error: unknown): never {
   if (error instanceof ModelCallError) throw new ToolError(error.message);
   throw error;
 }
+
+/**
+ * Rewrites one tool's call arguments before the call is stored (e.g. to hide secrets) and names
+ * the secret strings it hid, so that they can be scrubbed from the call's result too (a
+ * validation error quotes the arguments it received). The turn applies it (`agent/redact.ts`).
+ */
+export type ArgumentRedactor = (args: Record<string, unknown>) => {
+  args: Record<string, unknown>;
+  secrets: string[];
+};
+
+/** What a redacted value is stored as. */
+export const REDACTED = "[redacted]";
 
 /** Builds the text returned for a `help` action or an unknown action. */
 export function unknownAction(action: string, valid: readonly string[]): ToolError {
