@@ -60,22 +60,6 @@ export interface WebDeps {
   publicHostname: string;
 }
 
-/**
- * Routes anyone may call without the owner's password. Pages and page queries check the page's
- * own visibility in their handlers (a private page still needs the password).
- */
-const PUBLIC_ROUTES: { method: string; path: RegExp }[] = [
-  { method: "GET", path: /^\/health$/ },
-  // Telegram cannot log in: the handler checks the secret registered with setWebhook.
-  { method: "POST", path: /^\/telegram\/webhook$/ },
-  { method: "GET", path: /^\/pages\/./ },
-  { method: "GET", path: /^\/api\/pages\/./ },
-];
-
-export function isPublicRoute(method: string, pathname: string): boolean {
-  return PUBLIC_ROUTES.some((route) => route.method === method && route.path.test(pathname));
-}
-
 const unauthorized = (): HttpError =>
   new HttpError(401, "Unauthorized", undefined, {
     "WWW-Authenticate": 'Basic realm="stavrobot", charset="UTF-8"',
@@ -90,11 +74,12 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   const chat = createChatHandler(deps);
   const pages = { db: deps.db, password: deps.password };
   const external = new Router()
-    .get("/health", () => ({ json: { status: "ok" } }))
+    .get("/health", () => ({ json: { status: "ok" } }), { public: true })
     .post("/chat", chat)
     .post("/api/upload", createUploadHandler(deps))
-    .get("/pages/*", createPageHandler(pages))
-    .get("/api/pages/*", createPageQueryHandler(pages));
+    // A page, and its queries, check the page's own visibility (a private one needs the password).
+    .get("/pages/*", createPageHandler(pages), { public: true })
+    .get("/api/pages/*", createPageQueryHandler(pages), { public: true });
   addPluginSettingsRoutes(external, deps);
   addAllowlistRoutes(external, deps.allowlist);
   addAnswerRoutes(external, deps.inbox);
@@ -113,6 +98,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     startedAt: new Date(),
   });
   if (deps.telegram) {
+    // Telegram cannot log in: the handler checks the secret registered with setWebhook.
     external.post(
       "/telegram/webhook",
       createTelegramWebhookHandler({
@@ -122,6 +108,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
         tell: deps.tell,
         logger: deps.logger.child("telegram"),
       }),
+      { public: true },
     );
   }
   const internal = new Router().post("/chat", chat).post("/backup", createBackupHandler(deps.backup));
@@ -137,10 +124,8 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
       logger: deps.logger,
       headers: securityHeaders,
       mapError: answerDatabaseOutage,
-      guard: ({ req, url }) => {
-        if (!isPublicRoute(req.method ?? "GET", url.pathname)) {
-          if (!ownerPassword(req.headers.authorization)) throw unauthorized();
-        }
+      guard: ({ req, publicRoute }) => {
+        if (!publicRoute && !ownerPassword(req.headers.authorization)) throw unauthorized();
         // After the password (a caller without it learns nothing), and for public routes too.
         checkOrigin(req, trustedOrigins);
       },

@@ -18,14 +18,24 @@ export interface Reply {
 
 export type Handler = (ctx: RequestContext) => Promise<Reply | undefined> | Reply | undefined;
 
+/** What a route says of itself where it is declared. */
+export interface RouteOptions {
+  /**
+   * Anyone may call it: the listener's guard lets it through without credentials (a handler
+   * that serves both kinds, such as a page public or not, checks for itself).
+   */
+  public?: boolean;
+}
+
 interface Route {
   method: string;
   segments: string[];
   handler: Handler;
+  public: boolean;
 }
 
 export type RouteMatch =
-  | { kind: "found"; handler: Handler; params: Record<string, string> }
+  | { kind: "found"; handler: Handler; params: Record<string, string>; public: boolean }
   | { kind: "method-not-allowed"; allowed: string[] }
   | { kind: "not-found" };
 
@@ -33,17 +43,22 @@ export type RouteMatch =
 export class Router {
   private readonly routes: Route[] = [];
 
-  add(method: string, pattern: string, handler: Handler): this {
-    this.routes.push({ method: method.toUpperCase(), segments: split(pattern), handler });
+  add(method: string, pattern: string, handler: Handler, options: RouteOptions = {}): this {
+    this.routes.push({
+      method: method.toUpperCase(),
+      segments: split(pattern),
+      handler,
+      public: options.public === true,
+    });
     return this;
   }
 
-  get(pattern: string, handler: Handler): this {
-    return this.add("GET", pattern, handler);
+  get(pattern: string, handler: Handler, options?: RouteOptions): this {
+    return this.add("GET", pattern, handler, options);
   }
 
-  post(pattern: string, handler: Handler): this {
-    return this.add("POST", pattern, handler);
+  post(pattern: string, handler: Handler, options?: RouteOptions): this {
+    return this.add("POST", pattern, handler, options);
   }
 
   /** Adds every route of another router (after this one's). */
@@ -58,7 +73,9 @@ export class Router {
     for (const route of this.routes) {
       const params = matchSegments(route.segments, parts);
       if (!params) continue;
-      if (route.method === method.toUpperCase()) return { kind: "found", handler: route.handler, params };
+      if (route.method === method.toUpperCase()) {
+        return { kind: "found", handler: route.handler, params, public: route.public };
+      }
       allowed.push(route.method);
     }
     return allowed.length > 0 ? { kind: "method-not-allowed", allowed } : { kind: "not-found" };

@@ -58,7 +58,7 @@ function buildRouter(): Router {
     })
     .post("/only-post", () => ({ json: { posted: true } }))
     .add("PUT", "/only-post", () => ({ json: { put: true } }))
-    .get("/public", () => ({ json: { public: true } }));
+    .get("/public", () => ({ json: { public: true } }), { public: true });
 }
 
 async function fetchJson(url: string, init?: RequestInit) {
@@ -77,8 +77,8 @@ describe("createRequestListener", () => {
       createRequestListener(buildRouter(), {
         logger: recordingLogger(logged),
         headers: EXTRA,
-        guard: ({ req, url }) => {
-          if (url.pathname === "/public") return;
+        guard: ({ req, publicRoute }) => {
+          if (publicRoute) return;
           if (!checkBearer(req.headers.authorization, SECRET)) {
             throw new HttpError(401, "Unauthorized", undefined, { "WWW-Authenticate": "Bearer" });
           }
@@ -211,6 +211,8 @@ describe("createRequestListener", () => {
     const open = await fetchJson(`${base}/public`);
     expect(open.status).toBe(200);
     expect(JSON.parse(open.text)).toEqual({ public: true });
+    // Public is the route's, not the path's: another method on it is not.
+    expect((await fetchJson(`${base}/public`, { method: "POST" })).status).toBe(401);
   });
 
   it("adds the extra headers to every kind of response", async () => {

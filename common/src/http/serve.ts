@@ -8,8 +8,12 @@ import type { Reply, RequestContext, Router } from "./router.js";
 
 export interface HandlerOptions {
   logger: Logger;
-  /** Runs before routing; throw an HttpError (e.g. 401) to refuse the request. */
-  guard?: (ctx: Omit<RequestContext, "params">) => void | Promise<void>;
+  /**
+   * Runs before the handler, and before a missing route or method is answered (so a caller
+   * without credentials learns nothing of which routes exist); throw an HttpError (e.g. 401) to
+   * refuse the request. `publicRoute`: the request matched a route declared public.
+   */
+  guard?: (ctx: Omit<RequestContext, "params"> & { publicRoute: boolean }) => void | Promise<void>;
   /** Headers added to every response. */
   headers?: Record<string, string>;
   /** The answer to an error of the service's own that is not the caller's fault (e.g. a database outage: 503). */
@@ -63,8 +67,8 @@ async function handle(
     return;
   }
   try {
-    await options.guard?.({ req, res, url });
     const match = router.match(req.method ?? "GET", url.pathname);
+    await options.guard?.({ req, res, url, publicRoute: match.kind === "found" && match.public });
     if (match.kind === "not-found") throw new HttpError(404, "Not found");
     if (match.kind === "method-not-allowed") {
       throw new HttpError(405, "Method not allowed", undefined, { Allow: match.allowed.join(", ") });

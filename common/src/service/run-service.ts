@@ -147,13 +147,13 @@ export function createServiceListener(
   logger: Logger,
 ): RequestListener {
   const router = new Router()
-    .get("/health", () => ({ json: { status: "ok", ...parts.health?.() } }))
+    .get("/health", () => ({ json: { status: "ok", ...parts.health?.() } }), { public: true })
     .include(parts.router);
   return createRequestListener(router, {
     logger,
-    guard: ({ req, url }) => {
-      if (url.pathname === "/health" && req.method === "GET") return;
-      if (!checkBearer(req.headers.authorization, secret)) throw new HttpError(401, "Unauthorized");
+    guard: ({ req, publicRoute }) => {
+      if (!publicRoute && !checkBearer(req.headers.authorization, secret))
+        throw new HttpError(401, "Unauthorized");
     },
   });
 }
