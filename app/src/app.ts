@@ -21,7 +21,7 @@ import { resolvePaths } from "./boot/paths.js";
 
 export { resolvePaths, type AppPaths } from "./boot/paths.js";
 import { migrate } from "./db/migrations.js";
-import { InboxStore, finishChange, processingChange } from "./db/inbox.js";
+import { InboxStore } from "./db/inbox.js";
 import { listMemories, listScratchpadTitles } from "./db/knowledge.js";
 import { messagesForInbox } from "./db/messages.js";
 import { compactIfNeeded, SummaryBackoff } from "./agent/compaction.js";
@@ -39,7 +39,8 @@ import { warmUpFirstTurn } from "./agent/warm-up.js";
 import { openModelClient } from "./model/client.js";
 import { wakingClient } from "./local/sibling.js";
 import { checkedIfOwn, type OwnSiblings } from "./local/own-sibling.js";
-import { MessageQueue } from "./queue.js";
+import { MessageQueue } from "./queue/queue.js";
+import { InboxLifecycle } from "./queue/lifecycle.js";
 import { ANSWER_EVENT, LiveEvents } from "./live/events.js";
 import { buildServer } from "./server.js";
 import { redactManagePluginsArguments } from "./tools/manage-plugins.js";
@@ -191,7 +192,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     await areas.ensure();
     const inbox = new InboxStore(db, db.relaxed);
     // After the servers have closed (cleanup runs newest first), before the database does.
-    cleanup.unshift(() => inbox.flushDelivered().catch(() => undefined));
+    cleanup.unshift(() => inbox.flushSeen().catch(() => undefined));
 
     // What the owner's open consoles hear of at once (`GET /api/events`).
     const live = new LiveEvents();
@@ -328,11 +329,14 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
           logger: logger.child("login"),
         })
       : undefined;
+    // The inbox row's life: accepted, started with its user message, finished with the turn's
+    // last messages and usage rows in one commit.
+    const lifecycle = new InboxLifecycle({ inbox, conversation, meter });
     const engine = new TurnEngine({
       db,
       stream: callModels,
       conversation,
-      startChange: processingChange,
+      lifecycle,
       model,
       thinkingLevel: config.thinkingLevel,
       maxTokens: config.maxTokens,
@@ -364,8 +368,9 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     // When a failing summariser is next asked (compactions meanwhile truncate).
     const summaryBackoff = new SummaryBackoff();
     const queue = new MessageQueue({
-      inbox,
+      lifecycle,
       engine,
+      answers,
       buildUserMessage: async (entry) => {
         // A coding task's result usually announces a plugin the coder just wrote.
         if (entry.source === "coder") systemPrompt.invalidate("plugins");
@@ -385,11 +390,6 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       },
       messagesForInbox: (id) => messagesForInbox(db, id),
       reloadConversation: () => conversation.invalidate(),
-      // The turn's last messages, the entry's end and the turn's usage rows in one commit.
-      finish: (id, status, response, error, delivered = false) =>
-        meter.writeWith((usage) =>
-          conversation.flush([finishChange(id, status, response, error, delivered), ...usage]),
-        ),
       afterTurn: async () => {
         await flushUsage();
         await compactIfNeeded({
@@ -406,9 +406,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
             record({ kind: "compaction", model: message.model, ...spendOfAssistant(message) }),
         });
       },
-      deliver: (entry, answer) => answers.deliver(entry, answer),
       maySteer: (running, incoming) => maySteer(running, incoming, ownerContact),
-      unsaved: (id) => meter.unlink(id),
       waitForDatabase: () => db.waitUntilAvailable(),
       budgetRefusal: () => meter.refusal(),
       maxRetries: config.queue.maxRetries,

@@ -49,8 +49,8 @@ describe.runIf(serverUrl)("a database outage", () => {
 
   const inbox = async () =>
     (
-      await app.db.query<{ id: number; status: string; response: string | null; delivered: boolean }>(
-        "SELECT id, status, response, delivered FROM inbox ORDER BY id",
+      await app.db.query<{ id: number; status: string; response: string | null; seen: boolean }>(
+        "SELECT id, status, response, seen FROM inbox ORDER BY id",
       )
     ).rows;
 
@@ -80,7 +80,7 @@ describe.runIf(serverUrl)("a database outage", () => {
     // Ran again from its saved user message: the model saw a well-formed history both times.
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests[1]?.lastUserText).toContain("first question");
-    expect((await inbox())[0]?.delivered).toBe(false);
+    expect((await inbox())[0]?.seen).toBe(false);
 
     // The sender was told it would run; its answer comes with their next reply.
     fake.enqueue(textTurn("second answer"));
@@ -123,7 +123,7 @@ describe.runIf(serverUrl)("a database outage", () => {
       "Answered while the database was away",
     );
     // Marked seen after the reply went out (the flag waits up to a second for another write).
-    await vi.waitFor(async () => expect((await inbox())[before]?.delivered).toBe(true), {
+    await vi.waitFor(async () => expect((await inbox())[before]?.seen).toBe(true), {
       timeout: 5_000,
       interval: 100,
     });

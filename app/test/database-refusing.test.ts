@@ -7,7 +7,7 @@ import { silentLogger } from "@stavrobot/common";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../src/app.js";
 import { NOT_SAVED_REPLY, SAVED_WILL_RUN_REPLY } from "../src/routes/chat.js";
-import { STEERING_REPLY } from "../src/queue-replies.js";
+import { STEERING_REPLY } from "../src/queue/replies.js";
 import { chat, configFor, createTestEnv, post, type ChatCall, type TestEnv } from "./helpers/app.js";
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import { INTERRUPTED_REPLY } from "../src/queue-replies.js";
+import { INTERRUPTED_REPLY } from "../src/queue/replies.js";
 import { configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
 import { startAppProcess, type AppProcess } from "./helpers/process.js";
 

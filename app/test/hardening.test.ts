@@ -151,7 +151,7 @@ describe("replaying an entry after a crash", () => {
       [JSON.stringify({ message: "question A", attachments: [] })],
     );
     const b = await db.query<{ id: number }>(
-      "INSERT INTO inbox (source, payload, status, attempts, response, delivered) VALUES ('cli', $1, 'done', 1, 'answer B', true) RETURNING id",
+      "INSERT INTO inbox (source, payload, status, attempts, response, seen) VALUES ('cli', $1, 'done', 1, 'answer B', true) RETURNING id",
       [JSON.stringify({ message: "question B", attachments: [] })],
     );
     const aId = a.rows[0]!.id;

@@ -1,7 +1,7 @@
 import { setTimeout } from "node:timers/promises";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { textTurn, toolTurn, type FakeTurn } from "@stavrobot/common/test-support";
-import { ABORTED_REPLY, STEERING_REPLY } from "../src/queue-replies.js";
+import { ABORTED_REPLY, STEERING_REPLY } from "../src/queue/replies.js";
 import { CANCELLATION_NOTE } from "../src/agent/turn.js";
 import { INTERNAL_SECRET, chat, useTestApp } from "./helpers/app.js";
 

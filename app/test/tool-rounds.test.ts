@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
 import { textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import { ABORTED_REPLY } from "../src/queue-replies.js";
+import { ABORTED_REPLY } from "../src/queue/replies.js";
 import { PASSWORD, chat, configFor, post, useTestApp, type LlmKind } from "./helpers/app.js";
 
 const CAP = 3;

@@ -35,7 +35,7 @@ describe("ConversationStore writes held for an entry being inserted", () => {
     await conversation.save(user("one"), first.entry.id, { defer: true });
     let written = false;
     const flushing = conversation
-      .flush(finishChange(first.entry.id, "done", "answer", undefined, false))
+      .flush(finishChange(first.entry.id, { status: "done", response: "answer", outcome: "reply" }))
       .then(() => (written = true));
     await first.saved;
     await new Promise((resolve) => setTimeout(resolve, 50));

@@ -48,7 +48,10 @@ export async function rehearseTurnWrites(db: Database, timezone: string): Promis
         costUsd: 0,
       });
       await meter.writeWith((usage) =>
-        conversation.flush([finishChange(entry.id, "done", "rehearsal", undefined, true), ...usage]),
+        conversation.flush([
+          finishChange(entry.id, { status: "done", response: "rehearsal", outcome: "reply", seen: true }),
+          ...usage,
+        ]),
       );
       throw new Rehearsed();
     });

@@ -8,7 +8,9 @@ import {
 } from "@mariozechner/pi-ai";
 import { errorMessage, sanitizeDeep, type Logger } from "@stavrobot/common";
 import { isDatabaseUnavailable, type Database } from "../db/database.js";
-import type { Companion, ConversationStore } from "./conversation.js";
+import type { ConversationStore } from "./conversation.js";
+import { RowWrite } from "../db/row-write.js";
+import type { StatementPart } from "../db/database.js";
 import type { AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "../model/model.js";
 import { refusedCall } from "../model/refused.js";
@@ -22,8 +24,8 @@ export interface TurnDeps {
   db: Database;
   /** The conversation, kept in memory between turns; every save goes through it. */
   conversation: ConversationStore;
-  /** The inbox change that starts an entry's turn, written with its user message. */
-  startChange: (inboxId: number, countAttempt: boolean) => Companion;
+  /** The inbox row's lifecycle: the change that starts an entry's turn, written with its user message. */
+  lifecycle: { processing(inboxId: number, countAttempt: boolean): StatementPart };
   model: Model<Api>;
   thinkingLevel: ThinkingLevel;
   maxTokens: number | undefined;
@@ -85,10 +87,8 @@ export class TurnEngine {
   private steers: PendingSteer[] = [];
   private summarised:
     { from: UserMessage; summary: string; message: UserMessage; block: TextContent } | undefined;
-  /** The running turn's entry could not be saved: it stops, and takes no steering. */
-  private abandoned = false;
-  /** Runs started, to tell whose insert failed. */
-  private runs = 0;
+  /** Whether the running turn's entry is written (a failed write stops it: it takes no steering). */
+  private write = RowWrite.written();
 
   constructor(private readonly deps: TurnDeps) {}
 
@@ -98,7 +98,7 @@ export class TurnEngine {
 
   /** Injects an owner's message into the running turn. False when no turn is running. */
   steer(inboxId: number, message: UserMessage): boolean {
-    if (!this.agent || this.abandoned) return false;
+    if (!this.agent || this.write.failed) return false;
     this.steers.push({ inboxId, message });
     this.agent.steer(message);
     return true;
@@ -121,20 +121,17 @@ export class TurnEngine {
     inboxId: number,
     userMessage: UserMessage,
     start: TurnStart = "count",
-    saved?: Promise<void>,
+    write = RowWrite.written(),
   ): Promise<TurnOutcome> {
     const progress = { saved: false };
     // Whatever an abandoned attempt left unwritten is not part of this one.
     this.deps.conversation.dropDeferred();
-    // An entry still being inserted: nothing of its turn is written before it is, and if the
-    // insert fails the turn stops (its sender was told the message was not saved).
-    this.deps.conversation.holdWritesUntil(saved);
-    this.abandoned = false;
-    const thisRun = (this.runs = this.runs + 1);
-    saved?.catch(() => {
-      if (this.runs !== thisRun) return;
-      this.abandoned = true;
-      this.agent?.abort();
+    // An entry still being written: nothing of its turn is written before it is, and if the
+    // write fails the turn stops (its sender was told the message was not saved).
+    this.deps.conversation.holdWritesUntil(write.pending ? write.done : undefined);
+    this.write = write;
+    write.onFailure(() => {
+      if (this.write === write) this.agent?.abort();
     });
     try {
       return await this.runTurn(inboxId, userMessage, progress, start);
@@ -244,7 +241,7 @@ export class TurnEngine {
 
     this.agent = agent;
     try {
-      if (this.abandoned) return { kind: "aborted" };
+      if (this.write.failed) return { kind: "aborted" };
       await agent.continue();
     } catch (error) {
       // Thrown, not reported by the provider: the loop itself refused (e.g. a history that cannot
@@ -334,11 +331,11 @@ export class TurnEngine {
       await this.deps.conversation.save(userMessage, inboxId, { defer: true });
       messages.push(userMessage);
     } else if (!found) {
-      const companion = this.deps.startChange(inboxId, start === "count");
+      const companion = this.deps.lifecycle.processing(inboxId, start === "count");
       await this.deps.conversation.save(userMessage, inboxId, { companion });
       messages.push(userMessage);
     } else {
-      await this.deps.conversation.flush(this.deps.startChange(inboxId, start !== "resume"));
+      await this.deps.conversation.flush(this.deps.lifecycle.processing(inboxId, start !== "resume"));
     }
     if (conversation.summary) this.prependSummary(messages, conversation.summary.text);
     return messages;

@@ -3,7 +3,7 @@ import { Allowlist, normalizeIdentifier } from "../allowlist/allowlist.js";
 import type { Channel, OwnerContact } from "../audience.js";
 import type { AppConfig } from "../boot/config.js";
 import type { Database } from "../db/database.js";
-import type { InboxStore, UndeliveredAnswer } from "../db/inbox.js";
+import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { AnswerDelivery } from "../delivery/answers.js";
 import { composeDeliveries } from "../delivery/compose.js";
 import { DeliveryStore } from "../delivery/store.js";
@@ -23,7 +23,7 @@ export interface ChannelWiringOptions {
   /** The signal-bridge's client, made only when Signal is configured. */
   signalBridge: () => ServiceClient;
   /** An answer or a notice was kept for the owner's console with nobody waiting for it. */
-  onKept?: (answer: UndeliveredAnswer) => void;
+  onKept?: (answer: UnseenAnswer) => void;
   logger: Logger;
 }
 

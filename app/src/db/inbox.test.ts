@@ -81,8 +81,8 @@ describe("InboxStore under inserts that run side by side", () => {
     const server = wire();
     const inbox = new InboxStore(server.db);
     const { entry: answered } = await inbox.add("cli", null, payload("answered"));
-    inbox.noteDelivered([answered.id]);
-    const carrying = () => server.inserts.filter((sql) => sql.includes("SET delivered = true")).length;
+    inbox.noteSeen([answered.id]);
+    const carrying = () => server.inserts.filter((sql) => sql.includes("SET seen = true")).length;
 
     server.refuseNext();
     await expect(inbox.add("cli", null, payload("refused"))).rejects.toThrow("refused");
@@ -103,8 +103,6 @@ describe("InboxStore under inserts that run side by side", () => {
 });
 
 async function flagOf(id: number): Promise<boolean> {
-  const result = await testDb.db.query<{ delivered: boolean }>("SELECT delivered FROM inbox WHERE id = $1", [
-    id,
-  ]);
-  return result.rows[0]!.delivered;
+  const result = await testDb.db.query<{ seen: boolean }>("SELECT seen FROM inbox WHERE id = $1", [id]);
+  return result.rows[0]!.seen;
 }

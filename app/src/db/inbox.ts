@@ -1,7 +1,7 @@
 import type { Queryable, StatementPart } from "./database.js";
 import { sanitizeDeep, sanitizeText, type Attachment } from "@stavrobot/common";
 import type { TelegramMediaRef } from "../channels/telegram/inbound.js";
-import { DeliveredFlags, deliveredChange } from "./inbox-delivered.js";
+import { SeenFlags, seenChange } from "./inbox-seen.js";
 import { NextInboxId } from "./inbox-next-id.js";
 
 /** What is kept of an accepted message: files are already on disk, referenced as attachments. */
@@ -14,6 +14,13 @@ export interface InboxPayload {
 
 export type InboxStatus = "pending" | "processing" | "steered" | "done" | "failed";
 
+/**
+ * How a finished entry ended, kept in its own column so nothing has to read it back from the
+ * reply's text: a reply, a turn that ended without text, `/stop`, an error, a steering message
+ * its turn took in, a note for the owner that answers no message.
+ */
+export type InboxOutcome = "reply" | "empty" | "aborted" | "error" | "steered" | "notice";
+
 export interface InboxEntry {
   id: number;
   receivedAt: Date;
@@ -22,6 +29,8 @@ export interface InboxEntry {
   payload: InboxPayload;
   status: InboxStatus;
   attempts: number;
+  /** Set once the entry is finished. */
+  outcome?: InboxOutcome | undefined;
 }
 
 interface InboxRow {
@@ -32,9 +41,10 @@ interface InboxRow {
   payload: InboxPayload;
   status: InboxStatus;
   attempts: number;
+  outcome: InboxOutcome | null;
 }
 
-const columns = "id, received_at, source, sender, payload, status, attempts";
+const columns = "id, received_at, source, sender, payload, status, attempts, outcome";
 
 function toEntry(row: InboxRow): InboxEntry {
   return {
@@ -45,6 +55,7 @@ function toEntry(row: InboxRow): InboxEntry {
     payload: row.payload,
     status: row.status,
     attempts: row.attempts,
+    ...(row.outcome ? { outcome: row.outcome } : {}),
   };
 }
 
@@ -60,19 +71,30 @@ export function processingChange(id: number, countAttempt: boolean): InboxChange
   };
 }
 
+/** How an entry ends: its status, the reply (or error) it got and what kind of ending that was. */
+export interface EntryEnd {
+  status: "done" | "failed";
+  response: string;
+  outcome: InboxOutcome;
+  error?: string | undefined;
+  /** Its answer already reached its audience (a steering message, whose answer was the steer). */
+  seen?: boolean;
+}
+
 /** The entry is finished, with the reply (or error) it got. */
-export function finishChange(
-  id: number,
-  status: "done" | "failed",
-  response: string,
-  error: string | undefined,
-  delivered: boolean,
-): InboxChange {
+export function finishChange(id: number, end: EntryEnd): InboxChange {
   return {
     sql: (p) =>
-      `UPDATE inbox SET status = $${p + 1}, response = $${p + 2}, error = $${p + 3}, finished_at = now(),
-         delivered = delivered OR $${p + 4} WHERE id = $${p}`,
-    params: [id, status, sanitizeText(response), error === undefined ? null : sanitizeText(error), delivered],
+      `UPDATE inbox SET status = $${p + 1}, response = $${p + 2}, error = $${p + 3}, outcome = $${p + 4},
+         finished_at = now(), seen = seen OR $${p + 5} WHERE id = $${p}`,
+    params: [
+      id,
+      end.status,
+      sanitizeText(end.response),
+      end.error === undefined ? null : sanitizeText(end.error),
+      end.outcome,
+      end.seen === true,
+    ],
   };
 }
 
@@ -80,7 +102,7 @@ export function finishChange(
 const NEXT_ID = "nextval('inbox_id_seq')::int";
 
 /** A finished reply nobody has seen yet, with the message it answers. */
-export interface UndeliveredAnswer {
+export interface UnseenAnswer {
   id: number;
   source: string | null;
   message: string;
@@ -93,8 +115,8 @@ export class InboxStore {
   private readonly unseen = new Set<number>();
   /** Whether the database was asked (since start) for unseen answers and had none left. */
   private backlogChecked = false;
-  /** Answers received (`noteDelivered`) whose flag is not written yet. */
-  private readonly delivered = new DeliveredFlags((ids) => this.markDelivered(ids));
+  /** Answers received (`noteSeen`) whose flag is not written yet. */
+  private readonly seenFlags = new SeenFlags((ids) => this.markSeen(ids));
 
   constructor(
     private readonly db: Queryable,
@@ -126,7 +148,7 @@ export class InboxStore {
     // `start`: the queue is idle and runs the entry at once, so it is saved already `processing`
     // with its first attempt counted, sparing the turn a commit of its own to say so. The
     // "received" flags of earlier answers ride along.
-    const result = await this.delivered.ride(7, (parts) =>
+    const result = await this.seenFlags.ride(7, (parts) =>
       this.db.query<InboxRow & { spare: number }>(
         `${parts.sql}INSERT INTO inbox (source, sender, payload, idempotency_key, status, attempts)
          VALUES ($1, $2, $3, $4, $5, $6)
@@ -184,7 +206,7 @@ export class InboxStore {
     // embedded database runs the insert on this thread, which would otherwise hold the request back.
     const saved = new Promise<void>((resolve) => setImmediate(resolve))
       .then(() =>
-        this.delivered.ride(6, (parts) =>
+        this.seenFlags.ride(6, (parts) =>
           this.db.query<{ spare: number }>(
             `${parts.sql}INSERT INTO inbox (id, received_at, source, sender, payload, status, attempts)
              VALUES ($1, $2, $3, $4, $5, 'processing', 1)
@@ -222,11 +244,12 @@ export class InboxStore {
    * A note for the owner that is not the answer to a message (a delivery given up): saved as a
    * finished entry nobody has seen, so the next console reply or the CLI shows it.
    */
-  async addNotice(source: string, about: string, text: string): Promise<UndeliveredAnswer> {
+  async addNotice(source: string, about: string, text: string): Promise<UnseenAnswer> {
     const message = sanitizeText(about);
     const response = sanitizeText(text);
     const result = await this.db.query<{ id: number; spare: number }>(
-      `INSERT INTO inbox (source, payload, status, response, finished_at) VALUES ($1, $2, 'done', $3, now())
+      `INSERT INTO inbox (source, payload, status, response, outcome, finished_at)
+       VALUES ($1, $2, 'done', $3, 'notice', now())
        RETURNING id, ${NEXT_ID} AS spare`,
       [source, JSON.stringify({ message, attachments: [] }), response],
     );
@@ -246,7 +269,7 @@ export class InboxStore {
 
   /** Back to waiting for its own turn, and its reply not yet seen by anyone. */
   async markPending(id: number): Promise<void> {
-    await this.db.query("UPDATE inbox SET status = 'pending', delivered = false WHERE id = $1", [id]);
+    await this.db.query("UPDATE inbox SET status = 'pending', seen = false WHERE id = $1", [id]);
   }
 
   /** A turn starts; `countAttempt` is false when it only resumes after a database outage. */
@@ -259,14 +282,9 @@ export class InboxStore {
     await this.db.query("UPDATE inbox SET status = 'steered' WHERE id = $1", [id]);
   }
 
-  async finish(
-    id: number,
-    status: "done" | "failed",
-    response: string,
-    error?: string,
-    delivered = false,
-  ): Promise<void> {
-    const change = finishChange(id, status, response, error, delivered);
+  /** Finishes the entry in a statement of its own (the queue's lifecycle rides it with the turn's writes). */
+  async finish(id: number, end: EntryEnd): Promise<void> {
+    const change = finishChange(id, end);
     await this.db.query(change.sql(1), change.params);
   }
 
@@ -278,13 +296,13 @@ export class InboxStore {
   }
 
   /** Flags answers as received, now. */
-  async markDelivered(ids: number[]): Promise<void> {
+  async markSeen(ids: number[]): Promise<void> {
     if (ids.length === 0) return;
     for (const id of ids) this.unseen.delete(id);
-    const change = deliveredChange(ids);
+    const change = seenChange(ids);
     try {
       await this.relaxed.query(change.sql(1), change.params, { prepare: true });
-      this.delivered.written(ids);
+      this.seenFlags.written(ids);
     } catch (error) {
       // Not marked after all: the next console reply asks the database again.
       this.backlogChecked = false;
@@ -294,19 +312,19 @@ export class InboxStore {
 
   /**
    * Flags answers as received, soon: with the next message's insert (the next message usually
-   * follows), or alone a second later, or when the app closes (`DeliveredFlags`); one statement
-   * less per turn. Meanwhile this store leaves them out of `undelivered` itself. A crash before the
+   * follows), or alone a second later, or when the app closes (`SeenFlags`); one statement
+   * less per turn. Meanwhile this store leaves them out of `unseenAnswers` itself. A crash before the
    * write shows them once more at the next start, as losing a relaxed commit could.
    */
-  noteDelivered(ids: number[]): void {
+  noteSeen(ids: number[]): void {
     if (ids.length === 0) return;
     for (const id of ids) this.unseen.delete(id);
-    this.delivered.note(ids);
+    this.seenFlags.note(ids);
   }
 
-  /** Writes the flags `noteDelivered` still holds (before the app closes); kept if it fails. */
-  flushDelivered(): Promise<void> {
-    return this.delivered.flush();
+  /** Writes the flags `noteSeen` still holds (before the app closes); kept if it fails. */
+  flushSeen(): Promise<void> {
+    return this.seenFlags.flush();
   }
 
   /** Messages accepted but not finished, oldest first (to resume after a restart). */
@@ -318,15 +336,15 @@ export class InboxStore {
   }
 
   /** The latest finished entries whose answer nobody has received yet, newest first. */
-  async recentUndelivered(limit: number): Promise<(InboxEntry & { response: string })[]> {
+  async recentUnseen(limit: number): Promise<(InboxEntry & { response: string })[]> {
     const result = await this.db.query<InboxRow & { response: string }>(
       `SELECT ${columns}, response FROM inbox
-       WHERE NOT delivered AND status IN ('done', 'failed') AND response IS NOT NULL
+       WHERE NOT seen AND status IN ('done', 'failed') AND response IS NOT NULL
        ORDER BY id DESC LIMIT $1`,
       [limit],
     );
     return result.rows
-      .filter((row) => !this.delivered.has(row.id))
+      .filter((row) => !this.seenFlags.has(row.id))
       .map((row) => ({ ...toEntry(row), response: row.response }));
   }
 
@@ -335,12 +353,12 @@ export class InboxStore {
    * a plugin's result, a cron entry). For the owner's console that is every reply meant for the
    * owner (every source but the channels, which deliver their own); for a channel, its own source.
    */
-  async undelivered(
+  async unseenAnswers(
     audience: { owner: true } | { source: string },
     beforeId: number,
     channels: readonly string[] = [],
     limit = 20,
-  ): Promise<UndeliveredAnswer[]> {
+  ): Promise<UnseenAnswer[]> {
     const owner = "owner" in audience;
     // Nothing older was left unseen at start, and nothing since: no need to ask.
     if (owner && this.backlogChecked && ![...this.unseen].some((id) => id < beforeId)) return [];
@@ -353,12 +371,12 @@ export class InboxStore {
       response: string;
     }>(
       `SELECT id, source, payload, response FROM inbox
-       WHERE status IN ('done', 'failed') AND NOT delivered AND id < $1 AND response IS NOT NULL
+       WHERE status IN ('done', 'failed') AND NOT seen AND id < $1 AND response IS NOT NULL
          AND ${condition}
        ORDER BY id LIMIT $3`,
       [beforeId, "owner" in audience ? channels : audience.source, limit],
     );
-    const rows = result.rows.filter((row) => !this.delivered.has(row.id));
+    const rows = result.rows.filter((row) => !this.seenFlags.has(row.id));
     if (owner && rows.length === 0) this.backlogChecked = true;
     return rows.map((row) => ({
       id: row.id,
@@ -372,9 +390,9 @@ export class InboxStore {
   async stillUnseen(ids: number[]): Promise<Set<number>> {
     if (ids.length === 0) return new Set();
     const result = await this.db.query<{ id: number }>(
-      "SELECT id FROM inbox WHERE id = ANY($1::int[]) AND NOT delivered",
+      "SELECT id FROM inbox WHERE id = ANY($1::int[]) AND NOT seen",
       [ids],
     );
-    return new Set(result.rows.map((row) => row.id).filter((id) => !this.delivered.has(id)));
+    return new Set(result.rows.map((row) => row.id).filter((id) => !this.seenFlags.has(id)));
   }
 }

@@ -187,6 +187,28 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX inbox_undelivered ON inbox (id) WHERE NOT delivered AND status IN ('done', 'failed');
     `,
   },
+  {
+    version: 5,
+    name: "an inbox entry's outcome in a column, and its answer's flag named seen",
+    sql: `
+      -- Whether the answer reached its audience: a console's owner saw it, or it went to its channel.
+      ALTER TABLE inbox RENAME COLUMN delivered TO seen;
+      ALTER INDEX inbox_undelivered RENAME TO inbox_unseen;
+
+      -- How a finished entry ended, so nothing reads it back from the reply's words.
+      ALTER TABLE inbox ADD COLUMN outcome TEXT
+        CHECK (outcome IN ('reply', 'empty', 'aborted', 'error', 'steered', 'notice'));
+      -- Entries finished before this column, told apart by the texts the queue wrote then.
+      UPDATE inbox SET outcome = CASE
+          WHEN status = 'failed' THEN 'error'
+          WHEN response = 'Aborted.' THEN 'aborted'
+          WHEN response = '(The assistant finished without a text reply.)' THEN 'empty'
+          WHEN response = 'Message received, steering the current request.' THEN 'steered'
+          ELSE 'reply'
+        END
+        WHERE status IN ('done', 'failed');
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

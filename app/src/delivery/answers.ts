@@ -1,17 +1,11 @@
 import { errorMessage, sanitizeText, type Logger } from "@stavrobot/common";
 import { destinationFor, startedByNobody, type OwnerContact } from "../audience.js";
-import type { InboxEntry, InboxStore, UndeliveredAnswer } from "../db/inbox.js";
-import { ABORTED_REPLY, EMPTY_REPLY } from "../queue-replies.js";
+import type { InboxEntry, InboxStore, UnseenAnswer } from "../db/inbox.js";
+import type { Answer } from "../queue/endings.js";
+import { EMPTY_REPLY } from "../queue/replies.js";
 import { composeDeliveries } from "./compose.js";
 import type { DeliveryStore } from "./store.js";
 import type { DeliveryWorker } from "./worker.js";
-
-/** How a turn ended, as its audience should hear it. */
-export interface Answer {
-  kind: "reply" | "error" | "aborted";
-  /** The reply's text (empty when the turn ended without one) or the error's message. */
-  text: string;
-}
 
 export interface AnswerDeps {
   inbox: InboxStore;
@@ -23,7 +17,7 @@ export interface AnswerDeps {
    * An answer was kept for the owner's console from a turn no person started (nobody waits for
    * it): the open consoles are told at once (`GET /api/events`).
    */
-  onKept?: (answer: UndeliveredAnswer) => void;
+  onKept?: (answer: UnseenAnswer) => void;
 }
 
 /**
@@ -77,7 +71,7 @@ export class AnswerDelivery {
       void worker.kick();
     }
     // Queued (or nothing to say): the console must not show it again.
-    inbox.noteDelivered([entry.id]);
+    inbox.noteSeen([entry.id]);
   }
 
   /**
@@ -86,12 +80,10 @@ export class AnswerDelivery {
    */
   async recover(): Promise<number> {
     let handed = 0;
-    for (const entry of await this.deps.inbox.recentUndelivered(200)) {
+    for (const entry of await this.deps.inbox.recentUnseen(200)) {
       if (destinationFor(entry, this.deps.owner).kind === "console") continue;
       try {
-        const kind =
-          entry.status === "failed" ? "error" : entry.response === ABORTED_REPLY ? "aborted" : "reply";
-        await this.deliver(entry, { kind, text: entry.response === EMPTY_REPLY ? "" : entry.response });
+        await this.deliver(entry, answerOf(entry));
         handed++;
       } catch (error) {
         this.deps.logger.error("could not hand over an earlier answer", {
@@ -101,5 +93,19 @@ export class AnswerDelivery {
       }
     }
     return handed;
+  }
+}
+
+/** A finished entry's answer as its outcome says (an empty reply is kept as a note for the console). */
+function answerOf(entry: InboxEntry & { response: string }): Answer {
+  switch (entry.outcome) {
+    case "error":
+      return { kind: "error", text: entry.response };
+    case "aborted":
+      return { kind: "aborted", text: entry.response };
+    case "empty":
+      return { kind: "reply", text: "" };
+    default:
+      return { kind: "reply", text: entry.response };
   }
 }

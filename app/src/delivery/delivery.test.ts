@@ -149,26 +149,25 @@ describe("composing a message for a channel", () => {
 describe("answers to their audience", () => {
   async function finished(source: string | null, sender: string | null, response: string): Promise<number> {
     const { entry } = await inbox.add(source, sender, { message: "q", attachments: [] });
-    await inbox.finish(entry.id, "done", response);
+    await inbox.finish(entry.id, { status: "done", response: response, outcome: "reply" });
     return entry.id;
   }
 
   it("writes a received flag with the next message's insert, or alone after a second", async () => {
     const flags = async () =>
-      (await db.query<{ id: number; delivered: boolean }>("SELECT id, delivered FROM inbox ORDER BY id"))
-        .rows;
+      (await db.query<{ id: number; seen: boolean }>("SELECT id, seen FROM inbox ORDER BY id")).rows;
     const first = await finished("cli", null, "one");
-    inbox.noteDelivered([first]);
+    inbox.noteSeen([first]);
     // Not written yet, but no longer offered as a missed answer.
-    expect((await flags())[0]).toEqual({ id: first, delivered: false });
-    expect(await inbox.undelivered({ owner: true }, first + 1)).toEqual([]);
+    expect((await flags())[0]).toEqual({ id: first, seen: false });
+    expect(await inbox.unseenAnswers({ owner: true }, first + 1)).toEqual([]);
     // The next message's insert carries it: no statement of its own.
     const { entry } = await inbox.add("cli", null, { message: "next", attachments: [] });
-    expect((await flags())[0]).toEqual({ id: first, delivered: true });
-    await inbox.finish(entry.id, "done", "two");
-    inbox.noteDelivered([entry.id]);
+    expect((await flags())[0]).toEqual({ id: first, seen: true });
+    await inbox.finish(entry.id, { status: "done", response: "two", outcome: "reply" });
+    inbox.noteSeen([entry.id]);
     // Nothing follows: written alone after about a second.
-    await vi.waitFor(async () => expect((await flags())[1]).toEqual({ id: entry.id, delivered: true }), {
+    await vi.waitFor(async () => expect((await flags())[1]).toEqual({ id: entry.id, seen: true }), {
       timeout: 5_000,
       interval: 100,
     });
@@ -202,15 +201,13 @@ describe("answers to their audience", () => {
     expect(channel.sent.sort()).toEqual(["1001:Water the plants.", "2002:hello friend"]);
     // Their "received" flags wait for the next write (or a second); the store leaves them out
     // of what is undelivered meanwhile.
-    expect((await inbox.recentUndelivered(10)).map((entry) => entry.id)).toEqual([console]);
-    await inbox.flushDelivered();
-    const delivered = await db.query<{ id: number; delivered: boolean }>(
-      "SELECT id, delivered FROM inbox ORDER BY id",
-    );
+    expect((await inbox.recentUnseen(10)).map((entry) => entry.id)).toEqual([console]);
+    await inbox.flushSeen();
+    const delivered = await db.query<{ id: number; seen: boolean }>("SELECT id, seen FROM inbox ORDER BY id");
     expect(delivered.rows).toEqual([
-      { id: person, delivered: true },
-      { id: cron, delivered: true },
-      { id: console, delivered: false },
+      { id: person, seen: true },
+      { id: cron, seen: true },
+      { id: console, seen: false },
     ]);
     await worker.stop();
   });

@@ -13,12 +13,12 @@ const seenSchema = z.strictObject({ ids: z.array(z.number().int().positive()).ma
 export function addAnswerRoutes(router: Router, inbox: InboxStore): void {
   router
     .get("/api/answers/pending", async () => {
-      const pending = await inbox.undelivered({ owner: true }, 2 ** 31 - 1, CHANNEL_SOURCES);
+      const pending = await inbox.unseenAnswers({ owner: true }, 2 ** 31 - 1, CHANNEL_SOURCES);
       return { json: { answers: pending } };
     })
     .post("/api/answers/seen", async ({ req }) => {
       const { ids } = await readValidJson(req, 64 * 1024, seenSchema);
-      await inbox.markDelivered(ids);
+      await inbox.markSeen(ids);
       return { json: { ok: true } };
     });
 }

@@ -18,9 +18,9 @@ import {
 import { isDatabaseUnavailable } from "../db/database.js";
 import { retryLater } from "./outage.js";
 import type { Allowlist } from "../allowlist/allowlist.js";
-import type { InboxStore, UndeliveredAnswer } from "../db/inbox.js";
+import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { CHANNEL_SOURCES, isChannel, isOwnerConsole, type Channel } from "../audience.js";
-import type { MessageQueue, Submitted } from "../queue.js";
+import type { MessageQueue, Submitted } from "../queue/queue.js";
 import { ANSWER_EVENT, type LiveEvents } from "../live/events.js";
 
 export const NOT_SAVED_REPLY =
@@ -118,14 +118,14 @@ function chatHandler(deps: ChatDeps): Handler {
       deps.live
         .between(sinceSubmit, deps.live.latest)
         .filter((published) => published.heard && published.event.type === ANSWER_EVENT)
-        .map((published) => (published.event.data as UndeliveredAnswer).id),
+        .map((published) => (published.event.data as UnseenAnswer).id),
     );
     const missed = (
-      await deps.inbox.undelivered(audience, submitted.id, CHANNEL_SOURCES).catch(() => [])
+      await deps.inbox.unseenAnswers(audience, submitted.id, CHANNEL_SOURCES).catch(() => [])
     ).filter((answer) => !streamed.has(answer.id));
     // A steering acknowledgement is not the message's reply: that one is settled after the turn.
     const seen = [...(submitted.steered ? [] : [submitted.id]), ...missed.map((m) => m.id)];
-    res.once("finish", () => deps.inbox.noteDelivered(seen));
+    res.once("finish", () => deps.inbox.noteSeen(seen));
     return { json: { response: withMissedReplies(reply, missed) } };
   };
 }
@@ -230,13 +230,13 @@ function extensionFor(mimeType: string): string {
   return subtype ? `.${subtype.slice(0, 10)}` : ".bin";
 }
 
-function withMissedReplies(reply: string, missed: UndeliveredAnswer[]): string {
+function withMissedReplies(reply: string, missed: UnseenAnswer[]): string {
   if (missed.length === 0) return reply;
   return `${formatPendingAnswers(missed)}\n\n---\n\n${reply}`;
 }
 
 /** Answers the owner has not seen, each under the first line of what it answers and where that came from. */
-export function formatPendingAnswers(answers: UndeliveredAnswer[]): string {
+export function formatPendingAnswers(answers: UnseenAnswer[]): string {
   const earlier = answers.map((answer) => {
     const first = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
     const from = answer.source && !isOwnerConsole(answer.source) ? ` (${answer.source})` : "";

@@ -11,7 +11,7 @@ import {
 import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
 import { openEventStream } from "../../test/helpers/event-stream.js";
 import { DatabaseUnavailableError } from "../db/database.js";
-import { InboxStore, type UndeliveredAnswer } from "../db/inbox.js";
+import { InboxStore, type UnseenAnswer } from "../db/inbox.js";
 import { ANSWER_EVENT, LiveEvents } from "../live/events.js";
 import { addEventRoutes, type EventRouteDeps } from "./events.js";
 
@@ -49,7 +49,7 @@ async function serve(deps: Partial<EventRouteDeps> = {}): Promise<string> {
 }
 
 /** A finished turn nobody waited for, kept for the owner, and published as the app does. */
-async function keep(text: string, publish = true): Promise<UndeliveredAnswer> {
+async function keep(text: string, publish = true): Promise<UnseenAnswer> {
   const answer = await inbox.addNotice("cron", `about ${text}`, text);
   if (publish) live.publish(ANSWER_EVENT, answer);
   return answer;
@@ -114,12 +114,12 @@ describe("GET /api/events", () => {
 
   it("sends an answer kept during the catch-up once, and one published meanwhile after it", async () => {
     const early = await keep("kept while the catch-up is read", false);
-    let other: UndeliveredAnswer | undefined;
+    let other: UnseenAnswer | undefined;
     const url = await serve({
       inbox: {
         // The answer's event is published while its row is being read, and another one's too.
-        undelivered: async (...args) => {
-          const rows = await inbox.undelivered(...args);
+        unseenAnswers: async (...args) => {
+          const rows = await inbox.unseenAnswers(...args);
           live.publish(ANSWER_EVENT, early);
           other = await keep("kept just after");
           return rows;
@@ -143,7 +143,7 @@ describe("GET /api/events", () => {
   it("ends the stream when the database cannot say what was missed; the client comes back for it", async () => {
     const url = await serve({
       inbox: {
-        undelivered: () => Promise.reject(new DatabaseUnavailableError("down")),
+        unseenAnswers: () => Promise.reject(new DatabaseUnavailableError("down")),
         stillUnseen: () => Promise.reject(new DatabaseUnavailableError("down")),
       },
     });

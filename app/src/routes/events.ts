@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpError, errorMessage, type Logger, type Router } from "@stavrobot/common";
 import { CHANNEL_SOURCES } from "../audience.js";
-import type { InboxStore, UndeliveredAnswer } from "../db/inbox.js";
+import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { ANSWER_EVENT, type LiveEvents, type Published } from "../live/events.js";
 
 /** Ends the catch-up of a connection: what follows is live. */
@@ -16,7 +16,7 @@ const MAX_BUFFERED_BYTES = 1024 * 1024;
 
 export interface EventRouteDeps {
   live: LiveEvents;
-  inbox: Pick<InboxStore, "undelivered" | "stillUnseen">;
+  inbox: Pick<InboxStore, "unseenAnswers" | "stillUnseen">;
   logger: Logger;
   /** Default 15 s. */
   heartbeatMs?: number;
@@ -64,7 +64,7 @@ async function streamEvents(
   };
   const send = (published: Published): void => {
     const { type, data } = published.event;
-    if (type === ANSWER_EVENT && caughtUp.has((data as UndeliveredAnswer).id)) return;
+    if (type === ANSWER_EVENT && caughtUp.has((data as UnseenAnswer).id)) return;
     write(formatEvent(type, data, live.cursor(published.seq)));
   };
   const unsubscribe = live.subscribe((published) => (following ? send(published) : held.push(published)));
@@ -99,7 +99,7 @@ async function streamEvents(
   let missed = 0;
   try {
     if (after === undefined) {
-      const unseen = await inbox.undelivered({ owner: true }, 2 ** 31 - 1, CHANNEL_SOURCES, BACKLOG_LIMIT);
+      const unseen = await inbox.unseenAnswers({ owner: true }, 2 ** 31 - 1, CHANNEL_SOURCES, BACKLOG_LIMIT);
       for (const answer of unseen) {
         caughtUp.add(answer.id);
         write(formatEvent(ANSWER_EVENT, answer));
@@ -109,11 +109,11 @@ async function streamEvents(
       const since = live.between(after, until);
       const answerIds = since
         .filter((published) => published.event.type === ANSWER_EVENT)
-        .map((published) => (published.event.data as UndeliveredAnswer).id);
+        .map((published) => (published.event.data as UnseenAnswer).id);
       const unseen = await inbox.stillUnseen(answerIds);
       for (const published of since) {
         const { type, data } = published.event;
-        if (type === ANSWER_EVENT && !unseen.has((data as UndeliveredAnswer).id)) continue;
+        if (type === ANSWER_EVENT && !unseen.has((data as UnseenAnswer).id)) continue;
         if (type === ANSWER_EVENT) missed++;
         write(formatEvent(type, data, live.cursor(published.seq)));
       }

@@ -9,7 +9,7 @@ import {
 import type { Allowlist } from "../allowlist/allowlist.js";
 import { parseTelegramUpdate, telegramUpdateSchema } from "../channels/telegram/inbound.js";
 import { isDatabaseUnavailable } from "../db/database.js";
-import type { MessageQueue } from "../queue.js";
+import type { MessageQueue } from "../queue/queue.js";
 
 /** Telegram's updates are small; the reference's limit. */
 export const TELEGRAM_WEBHOOK_LIMIT_BYTES = 1024 * 1024;

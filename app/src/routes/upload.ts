@@ -13,7 +13,7 @@ import {
   toSafeFilename,
   type Handler,
 } from "@stavrobot/common";
-import type { MessageQueue } from "../queue.js";
+import type { MessageQueue } from "../queue/queue.js";
 
 export interface UploadDeps {
   queue: MessageQueue;

@@ -1,14 +1,16 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { UserMessage } from "@mariozechner/pi-ai";
 import { silentLogger } from "@stavrobot/common";
-import { openMigratedTestDatabase, type MigratedTestDatabase } from "../test/helpers/db.js";
-import { DatabaseUnavailableError, type Database } from "./db/database.js";
-import { InboxStore, type InboxEntry } from "./db/inbox.js";
-import { messagesForInbox, saveMessage } from "./db/messages.js";
-import type { TurnOutcome, TurnStart } from "./agent/turn.js";
-import { maySteer } from "./audience.js";
+import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
+import { DatabaseUnavailableError, type Database } from "../db/database.js";
+import { InboxStore, type InboxEntry } from "../db/inbox.js";
+import { messagesForInbox, saveMessage } from "../db/messages.js";
+import type { TurnOutcome, TurnStart } from "../agent/turn.js";
+import { maySteer } from "../audience.js";
 import { MessageQueue, type TurnEngineLike } from "./queue.js";
-import { ABORTED_REPLY, CRASHED_REPLY, DUPLICATE_REPLY, STEERING_REPLY } from "./queue-replies.js";
+import { InboxLifecycle } from "./lifecycle.js";
+import type { RowWrite } from "../db/row-write.js";
+import { ABORTED_REPLY, CRASHED_REPLY, DUPLICATE_REPLY, STEERING_REPLY } from "./replies.js";
 
 const userMessage = (entry: InboxEntry): UserMessage => ({
   role: "user",
@@ -37,7 +39,7 @@ class ScriptedEngine implements TurnEngineLike {
     inboxId: number,
     message: UserMessage,
     start: TurnStart = "count",
-    inserted?: Promise<void>,
+    write?: RowWrite,
   ): Promise<TurnOutcome> {
     this.busy = true;
     this.aborted = false;
@@ -45,7 +47,7 @@ class ScriptedEngine implements TurnEngineLike {
     this.started.push(start === "started");
     try {
       // As the real engine does: nothing is written before the entry's own insert.
-      await inserted;
+      await write?.done;
       // As the real engine does, with the user message.
       if (start !== "started") await new InboxStore(this.db).markProcessing(inboxId, start === "count");
       const saved = await messagesForInbox(this.db, inboxId);
@@ -90,12 +92,12 @@ function makeQueue(
 ): MessageQueue {
   return new MessageQueue({
     reloadConversation: overrides.reloadConversation,
-    inbox,
+    lifecycle: new InboxLifecycle({ inbox }),
     engine,
+    answers: { deliver: async () => {} },
     buildUserMessage: overrides.buildUserMessage ?? (async (entry) => userMessage(entry)),
     messagesForInbox: (id) => messagesForInbox(db, id),
     afterTurn: async () => {},
-    deliver: async () => {},
     maySteer: (running, incoming) => maySteer(running, incoming, {}),
     waitForDatabase: overrides.waitForDatabase ?? (async () => {}),
     maxRetries: overrides.maxRetries ?? 2,
@@ -128,12 +130,8 @@ afterAll(async () => {
 });
 
 const status = async (id: number) =>
-  (
-    await db.query<{ status: string; delivered: boolean }>(
-      "SELECT status, delivered FROM inbox WHERE id = $1",
-      [id],
-    )
-  ).rows[0];
+  (await db.query<{ status: string; seen: boolean }>("SELECT status, seen FROM inbox WHERE id = $1", [id]))
+    .rows[0];
 
 describe("MessageQueue", () => {
   it("after a crash, runs a processing and a steered-but-not-taken-in message once each", async () => {
@@ -152,7 +150,7 @@ describe("MessageQueue", () => {
     const reloads = vi.fn();
     // A clean stop: the copy loaded at start (and the request encoding kept for it) stays.
     const done = (await inbox.add(null, null, { message: "done", attachments: [] })).entry;
-    await inbox.finish(done.id, "done", "ok");
+    await inbox.finish(done.id, { status: "done", response: "ok", outcome: "reply" });
     expect(await makeQueue({ reloadConversation: reloads }).recover()).toBe(0);
     expect(reloads).not.toHaveBeenCalled();
     // A crash mid-turn: what it left is read from the database.
@@ -192,7 +190,7 @@ describe("MessageQueue", () => {
     await first.reply;
     await queue.idle();
     expect(engine.runs).toEqual([first.id]);
-    expect(await status(taken.id)).toEqual({ status: "done", delivered: true });
+    expect(await status(taken.id)).toEqual({ status: "done", seen: true });
 
     engine.takeSteers = false;
     const second = gate();
@@ -207,7 +205,7 @@ describe("MessageQueue", () => {
     await queue.idle();
     expect(engine.runs).toEqual([first.id, third.id, missed.id]);
     // Its real reply was never seen: it is offered with the owner's next reply.
-    const undelivered = await inbox.undelivered({ owner: true }, missed.id + 1);
+    const undelivered = await inbox.unseenAnswers({ owner: true }, missed.id + 1);
     expect(undelivered.map((row) => row.response)).toContain(`reply to ${missed.id}`);
   });
 
@@ -276,7 +274,7 @@ describe("MessageQueue", () => {
     const submitted = await second;
     expect(submitted.id).toBe(id);
     expect(await submitted.reply).toBe(`reply to ${id}`);
-    expect(await status(id)).toEqual({ status: "done", delivered: false });
+    expect(await status(id)).toEqual({ status: "done", seen: false });
     const row = await db.query<{ message: string; attempts: number }>(
       "SELECT payload->>'message' AS message, attempts FROM inbox WHERE id = $1",
       [id],
@@ -303,7 +301,7 @@ describe("MessageQueue", () => {
     await queue.idle();
     // Nothing of it was written, and the row that held its id was left alone.
     expect(await messagesForInbox(db, drawn)).toEqual([]);
-    expect(await status(drawn)).toEqual({ status: "done", delivered: false });
+    expect(await status(drawn)).toEqual({ status: "done", seen: false });
     // The next message is saved (with an id of its own) and answered.
     const third = await queue.submit(null, null, { message: "three", attachments: [] });
     expect(await third.reply).toBe(`reply to ${third.id}`);

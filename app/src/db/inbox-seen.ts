@@ -1,20 +1,20 @@
 import { withParts, type StatementPart } from "./database.js";
 
 /** Answers received: their flag, as a statement part. */
-export function deliveredChange(ids: number[]): StatementPart {
-  return { sql: (p) => `UPDATE inbox SET delivered = true WHERE id = ANY($${p}::int[])`, params: [ids] };
+export function seenChange(ids: number[]): StatementPart {
+  return { sql: (p) => `UPDATE inbox SET seen = true WHERE id = ANY($${p}::int[])`, params: [ids] };
 }
 
 /** How long a "received" flag may wait for the next insert before it is written alone. */
-const DELIVERED_WRITE_MS = 1_000;
+const SEEN_WRITE_MS = 1_000;
 
 /**
- * "Received" flags of answers not written yet (`InboxStore.noteDelivered`): they ride the next
- * inbox insert, or are written alone after `DELIVERED_WRITE_MS`. A flag rides one statement at a
+ * "Received" flags of answers not written yet (`InboxStore.noteSeen`): they ride the next
+ * inbox insert, or are written alone after `SEEN_WRITE_MS`. A flag rides one statement at a
  * time: inserts run side by side under load, and two statements updating the same rows, each in
  * its own order, deadlock (the insert fails and its message is refused).
  */
-export class DeliveredFlags {
+export class SeenFlags {
   private readonly unwritten = new Set<number>();
   /** Flags a statement under way carries. */
   private readonly riding = new Set<number>();
@@ -35,7 +35,7 @@ export class DeliveredFlags {
       this.timer = undefined;
       // Failed (the database is away): kept, and tried again with the next insert or note.
       void this.flush().catch(() => undefined);
-    }, DELIVERED_WRITE_MS).unref();
+    }, SEEN_WRITE_MS).unref();
   }
 
   /** Writes the flags no statement carries now, alone; kept if that fails. */
@@ -60,7 +60,7 @@ export class DeliveredFlags {
   ): Promise<T> {
     const ids = this.claim();
     try {
-      const value = await write(withParts(ids.length > 0 ? [deliveredChange(ids)] : [], firstParam));
+      const value = await write(withParts(ids.length > 0 ? [seenChange(ids)] : [], firstParam));
       this.written(ids);
       return value;
     } finally {
