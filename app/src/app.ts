@@ -587,11 +587,13 @@ function staleAfterTool(
   caches: { conversation: ConversationStore; systemPrompt: SystemPromptCache<unknown>; inbox: InboxStore },
 ): void {
   if (name === "execute_sql") {
-    const sql = String((args as { query?: unknown } | undefined)?.query ?? "");
-    if (/\b(messages|compactions)\b/i.test(sql)) caches.conversation.invalidate();
+    // Whatever the SQL says: the conversation is checked against the tables' row versions before
+    // its next use, and the knowledge in the prompt read again.
+    caches.conversation.recheck();
+    caches.systemPrompt.invalidate("knowledge");
     // The id drawn ahead for the next message may no longer be free (a sequence reset).
+    const sql = String((args as { query?: unknown } | undefined)?.query ?? "");
     if (/\binbox\b/i.test(sql)) caches.inbox.forgetAhead();
-    if (/\b(memories|scratchpad)\b/i.test(sql)) caches.systemPrompt.invalidate("knowledge");
   } else if (name === "manage_knowledge") {
     caches.systemPrompt.invalidate("knowledge");
   } else if (name === "manage_plugins") {

@@ -113,3 +113,28 @@ describe("what the model is sent", () => {
     expect(JSON.stringify(t.fake.requests[1]!.body)).not.toContain(PIXEL);
   });
 });
+
+describe("what SQL the model ran changed", () => {
+  it("reaches the next turn's history and prompt, whatever the SQL's words name", async () => {
+    // The model makes a function that writes the conversation and the memories, then calls it
+    // in a later turn with SQL that names neither table.
+    t.fake.enqueue(
+      toolTurn("execute_sql", {
+        query:
+          "CREATE FUNCTION tidy_up() RETURNS void LANGUAGE sql AS $$ " +
+          "UPDATE messages SET content = jsonb_set(content, '{content}', '\"[tidied]\"') WHERE content->>'content' LIKE '%' || 'PRIVATE' || '-NOTE%'; " +
+          "INSERT INTO memories (content) VALUES ('Tidied by a function.') $$",
+      }),
+      textTurn("made"),
+    );
+    await chat(t.app, "PRIVATE-NOTE: make the tidy-up function");
+    t.fake.enqueue(toolTurn("execute_sql", { query: "SELECT tidy_up()" }), textTurn("tidied"));
+    await chat(t.app, "run it");
+    t.fake.enqueue(textTurn("next"));
+    expect((await chat(t.app, "what now?")).body.response).toBe("next");
+    const last = t.fake.requests.at(-1)!;
+    expect(JSON.stringify(last.body.messages)).not.toContain("PRIVATE-NOTE");
+    expect(JSON.stringify(last.body.messages)).toContain("[tidied]");
+    expect(systemText(t.fake.requests.length - 1)).toContain("Tidied by a function.");
+  });
+});

@@ -64,3 +64,46 @@ describe("ConversationStore writes held for an entry being inserted", () => {
     expect((await conversation.current()).messages.at(-1)?.message).toMatchObject({ content: "three" });
   });
 });
+
+describe("ConversationStore after SQL the model ran", () => {
+  it("keeps its copy when nothing else wrote the tables, and reads them again when anything did", async () => {
+    await db.query("TRUNCATE messages, compactions RESTART IDENTITY CASCADE");
+    const conversation = new ConversationStore(db);
+    await conversation.current();
+    await conversation.save(user("one"), null);
+    await conversation.save(user("two"), null);
+    const kept = await conversation.current();
+
+    // Read-only SQL: the same copy (and so the same objects, whose request encoding is kept).
+    await db.query("SELECT count(*) FROM messages");
+    conversation.recheck();
+    expect(await conversation.current()).toBe(kept);
+
+    // A statement that names no table the copy comes from, but writes one (through a function).
+    await db.query(
+      "CREATE OR REPLACE FUNCTION forget_first() RETURNS void LANGUAGE sql AS 'DELETE FROM messages WHERE id = 1'",
+    );
+    await db.query("SELECT forget_first()");
+    conversation.recheck();
+    const afterDelete = await conversation.current();
+    expect(afterDelete).not.toBe(kept);
+    expect(afterDelete.messages.map((row) => row.message)).toMatchObject([{ content: "two" }]);
+
+    // A row rewritten in place.
+    await db.query(`UPDATE messages SET content = jsonb_set(content, '{content}', '"changed"')`);
+    conversation.recheck();
+    expect((await conversation.current()).messages.map((row) => row.message)).toMatchObject([
+      { content: "changed" },
+    ]);
+
+    // A compaction written, then its summary rewritten.
+    await conversation.compact("the summary", 2);
+    const compacted = await conversation.current();
+    conversation.recheck();
+    expect(await conversation.current()).toBe(compacted);
+    await db.query("UPDATE compactions SET summary = 'rewritten'");
+    conversation.recheck();
+    expect((await conversation.current()).summary?.text).toBe("rewritten");
+    await db.query("DROP FUNCTION forget_first()");
+  });
+});

@@ -1,6 +1,7 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
 import { withParts, type Queryable, type StatementPart } from "../db/database.js";
 import {
+  conversationVersions,
   loadConversation,
   saveCompaction,
   searchText,
@@ -31,7 +32,9 @@ interface Pending {
  *   that ends the turn (`flush(companion)`), in one statement.
  * The copy in memory only ever holds what is written. It is read again from the database after
  * anything that may have changed the tables behind its back: a database outage (a write may have
- * landed without its answer), SQL the model ran on those tables, a start.
+ * landed without its answer), a start. After SQL the model ran (`recheck`), the tables' row
+ * versions are compared with the copy's, and it is read again only if another statement wrote
+ * them: a copy kept keeps its messages' request encoding.
  */
 export class ConversationStore {
   private cached: Conversation | undefined;
@@ -39,11 +42,14 @@ export class ConversationStore {
   private deferred: Pending[] = [];
   /** Writes wait for this (the inbox row the messages belong to, still being inserted). */
   private gate: Promise<void> | undefined;
+  /** Something may have written the tables behind the copy's back: compare versions before using it. */
+  private uncertain = false;
 
   constructor(private readonly db: Queryable) {}
 
   /** The current conversation as written (do not modify it). */
   async current(): Promise<Conversation> {
+    if (this.cached && this.uncertain) await this.confirm(this.cached);
     if (this.cached) return this.cached;
     this.loading ??= loadConversation(this.db).then(
       (conversation) => {
@@ -85,7 +91,7 @@ export class ConversationStore {
       await this.db.query(`${parts.sql}SELECT 1`, parts.params, { prepare: true });
       return;
     }
-    let ids: number[];
+    let ids: { id: number; version: string }[];
     try {
       ids = await this.insert(rows, companions);
     } catch (error) {
@@ -97,8 +103,27 @@ export class ConversationStore {
     }
     if (this.loading) this.invalidate();
     this.cached?.messages.push(
-      ...rows.map((row, i) => ({ id: ids[i] as number, inboxId: row.inboxId, message: row.stored })),
+      ...rows.map((row, i) => ({ id: ids[i]?.id as number, inboxId: row.inboxId, message: row.stored })),
     );
+    this.cached?.versions.push(...ids.map((row) => row.version));
+  }
+
+  /**
+   * SQL the model ran may have written the conversation's tables: before the copy is used again,
+   * its row versions are compared with the tables', and it is read again if they differ.
+   */
+  recheck(): void {
+    this.uncertain = true;
+  }
+
+  /** Keeps the copy when the tables hold exactly the rows it was read from (or wrote); forgets it otherwise. */
+  private async confirm(cached: Conversation): Promise<void> {
+    this.uncertain = false;
+    const now = await conversationVersions(this.db, cached.summary?.upToMessageId ?? 0);
+    if (this.cached !== cached) return;
+    if (now.length !== cached.versions.length || now.some((version, i) => version !== cached.versions[i])) {
+      this.invalidate();
+    }
   }
 
   /** Until `saved` resolves, writes wait for it (and fail with it); undefined lifts the wait. */
@@ -113,25 +138,30 @@ export class ConversationStore {
 
   /** Stores a compaction summary; the copy drops what it covers. */
   async compact(summary: string, upToMessageId: number): Promise<void> {
-    await saveCompaction(this.db, summary, upToMessageId);
+    const version = await saveCompaction(this.db, summary, upToMessageId);
     const cached = this.cached;
     if (!cached || this.loading) {
       this.invalidate();
       return;
     }
+    const versions = [
+      version,
+      ...cached.versions.slice(1).filter((row) => Number(row.split(":")[0]) > upToMessageId),
+    ];
     const messages = cached.messages.filter((row) => row.id > upToMessageId);
     while (messages[0]?.message.role === "toolResult") messages.shift();
-    this.cached = { summary: { text: summary, upToMessageId }, messages };
+    this.cached = { summary: { text: summary, upToMessageId }, messages, versions };
   }
 
   /** Forget the copy: the next turn reads the conversation from the database. */
   invalidate(): void {
     this.cached = undefined;
     this.loading = undefined;
+    this.uncertain = false;
   }
 
   /** One statement: the messages in order (ids follow that order), and the companions' changes. */
-  private async insert(rows: Pending[], companions: Companion[]): Promise<number[]> {
+  private async insert(rows: Pending[], companions: Companion[]): Promise<{ id: number; version: string }[]> {
     const values = rows.map((row) => ({
       role: row.stored.role,
       content: row.stored,
@@ -139,16 +169,16 @@ export class ConversationStore {
       search_text: searchText(row.stored),
     }));
     const parts = withParts(companions, 2);
-    const result = await this.db.query<{ id: number }>(
+    const result = await this.db.query<{ id: number; version: string }>(
       `${parts.sql}
        INSERT INTO messages (role, content, inbox_id, search_text)
        SELECT e->>'role', e->'content', (e->>'inbox_id')::int, e->>'search_text'
        FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n
-       RETURNING id`,
+       RETURNING id, id || ':' || xmin AS version`,
       [JSON.stringify(values), ...parts.params],
       { prepare: true },
     );
-    return result.rows.map((row) => row.id).sort((a, b) => a - b);
+    return result.rows.sort((a, b) => a.id - b.id);
   }
 }
 

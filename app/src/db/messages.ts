@@ -13,6 +13,12 @@ export interface Conversation {
   summary: { text: string; upToMessageId: number } | undefined;
   /** Messages after the summary, oldest first. */
   messages: StoredMessage[];
+  /**
+   * What the copy was read from: the latest compaction's row and every message row after it, as
+   * `id:xmin` (a row's `xmin` changes whenever the row is written). Comparing it with the tables
+   * tells whether anything else wrote them since (`conversationVersions`).
+   */
+  versions: string[];
 }
 
 /**
@@ -47,14 +53,19 @@ export async function insertStoredMessage(
 }
 
 export async function loadConversation(db: Queryable): Promise<Conversation> {
-  const latest = await db.query<{ summary: string; up_to_message_id: number }>(
-    "SELECT summary, up_to_message_id FROM compactions ORDER BY id DESC LIMIT 1",
+  const latest = await db.query<{ summary: string; up_to_message_id: number; version: string }>(
+    "SELECT summary, up_to_message_id, id || ':' || xmin AS version FROM compactions ORDER BY id DESC LIMIT 1",
   );
   const compaction = latest.rows[0];
-  const rows = await db.query<{ id: number; inbox_id: number | null; content: AgentMessage }>(
-    "SELECT id, inbox_id, content FROM messages WHERE id > $1 ORDER BY id",
-    [compaction?.up_to_message_id ?? 0],
-  );
+  const rows = await db.query<{
+    id: number;
+    inbox_id: number | null;
+    content: AgentMessage;
+    version: string;
+  }>("SELECT id, inbox_id, content, id || ':' || xmin AS version FROM messages WHERE id > $1 ORDER BY id", [
+    compaction?.up_to_message_id ?? 0,
+  ]);
+  const versions = [compaction?.version ?? "none", ...rows.rows.map((row) => row.version)];
   const messages = rows.rows.map((row) => ({ id: row.id, inboxId: row.inbox_id, message: row.content }));
   // A tool result whose call was summarised away would be rejected by the provider.
   while (messages[0]?.message.role === "toolResult") messages.shift();
@@ -63,7 +74,22 @@ export async function loadConversation(db: Queryable): Promise<Conversation> {
       ? { text: compaction.summary, upToMessageId: compaction.up_to_message_id }
       : undefined,
     messages,
+    versions,
   };
+}
+
+/**
+ * The versions `loadConversation` would give now (see `Conversation.versions`), without the
+ * messages themselves: one cheap statement.
+ */
+export async function conversationVersions(db: Queryable, afterMessageId: number): Promise<string[]> {
+  const result = await db.query<{ compaction: string | null; rows: string[] | null }>(
+    `SELECT (SELECT id || ':' || xmin FROM compactions ORDER BY id DESC LIMIT 1) AS compaction,
+       (SELECT array_agg(id || ':' || xmin ORDER BY id) FROM messages WHERE id > $1) AS rows`,
+    [afterMessageId],
+  );
+  const row = result.rows[0];
+  return [row?.compaction ?? "none", ...(row?.rows ?? [])];
 }
 
 export async function messagesForInbox(db: Queryable, inboxId: number): Promise<StoredMessage[]> {
@@ -74,12 +100,14 @@ export async function messagesForInbox(db: Queryable, inboxId: number): Promise<
   return rows.rows.map((row) => ({ id: row.id, inboxId: row.inbox_id, message: row.content }));
 }
 
-export async function saveCompaction(db: Queryable, summary: string, upToMessageId: number): Promise<void> {
+/** Saves a compaction summary; returns its row's version (`id:xmin`). */
+export async function saveCompaction(db: Queryable, summary: string, upToMessageId: number): Promise<string> {
   if (summary.trim().length === 0) throw new Error("refusing to save an empty compaction summary");
-  await db.query("INSERT INTO compactions (summary, up_to_message_id) VALUES ($1, $2)", [
-    sanitizeText(summary),
-    upToMessageId,
-  ]);
+  const result = await db.query<{ version: string }>(
+    "INSERT INTO compactions (summary, up_to_message_id) VALUES ($1, $2) RETURNING id || ':' || xmin AS version",
+    [sanitizeText(summary), upToMessageId],
+  );
+  return (result.rows[0] as { version: string }).version;
 }
 
 /** The words of a user or assistant message, for full-text search (tool traffic is left out). */
