@@ -5,6 +5,7 @@ import type { InboxEntry } from "../db/inbox.js";
 import type { StoredMessage } from "../db/messages.js";
 import type { RowWrite } from "../db/row-write.js";
 import type { Answer } from "./endings.js";
+import type { CurrentTurn } from "./current-turn.js";
 import type { InboxLifecycle } from "./lifecycle.js";
 
 /* What the queue needs from the rest of the app, and what it gives a sender. */
@@ -40,6 +41,8 @@ export interface QueueDeps {
   reloadConversation?: () => void;
   /** Runs after each finished turn, before the next message (compaction). */
   afterTurn: () => Promise<void>;
+  /** Told whose turn runs (read by what the turn calls); default one of the queue's own. */
+  currentTurn?: CurrentTurn;
   /** Whether a new message from `incoming` may steer the turn running for `running`. */
   maySteer: (running: InboxEntry, incoming: { source: string | null; sender: string | null }) => boolean;
   /**

@@ -6,6 +6,7 @@ import type { InboxEntry, InboxPayload } from "../db/inbox.js";
 import { RowWrite } from "../db/row-write.js";
 import type { Item, QueueDeps, Submitted } from "./contracts.js";
 import { aborted, failed, replied, type Answer, type Ending } from "./endings.js";
+import { CurrentTurn } from "./current-turn.js";
 import { HeldTurns } from "./hold.js";
 import type { InboxLifecycle } from "./lifecycle.js";
 import { recoverEntry } from "./recovery.js";
@@ -40,7 +41,7 @@ export class MessageQueue {
     void this.pump();
   });
   /** The entry whose turn is running (steering needs to know whose conversation it is). */
-  private current: InboxEntry | undefined;
+  private readonly turn: CurrentTurn;
   private idleWaiters: (() => void)[] = [];
   /** Set while the queue sleeps before retrying a turn, so /stop can cancel the retry. */
   private retryWait: AbortController | undefined;
@@ -48,6 +49,7 @@ export class MessageQueue {
 
   constructor(private readonly deps: QueueDeps) {
     this.steering = new Steering(deps);
+    this.turn = deps.currentTurn ?? new CurrentTurn();
     this.sleep = (ms, signal) =>
       deps.sleep
         ? deps.sleep(ms)
@@ -63,12 +65,12 @@ export class MessageQueue {
 
   /** The inbox id of the message whose turn is running, if any. */
   get currentEntryId(): number | undefined {
-    return this.current?.id;
+    return this.turn.entry?.id;
   }
 
   /** The message whose turn is running, if any. */
   get currentEntry(): InboxEntry | undefined {
-    return this.current;
+    return this.turn.entry;
   }
 
   /**
@@ -105,7 +107,7 @@ export class MessageQueue {
         duplicate,
       };
     }
-    if (await this.steering.steer(this.current, entry, payload)) {
+    if (await this.steering.steer(this.turn.entry, entry, payload)) {
       return {
         id: entry.id,
         reply: Promise.resolve(STEERING_REPLY),
@@ -243,14 +245,14 @@ export class MessageQueue {
         const current = item;
         // Should this fail, the model call itself is refused by the same budget.
         if (await this.refusedByBudget(item).catch(() => false)) continue;
-        this.current = entry;
+        this.turn.set(entry);
         const reply = await this.processDurably(item).catch(async (error: unknown) => {
           if (await current.write.lost()) return ABANDONED;
           this.deps.logger.error("processing a message failed", { id: entry.id, error });
           const ending = failed(`Something went wrong: ${errorMessage(error)}`, errorMessage(error));
           return this.conclude(current, ending).catch(() => ending.reply);
         });
-        this.current = undefined;
+        this.turn.set(undefined);
         this.waiting.delete(entry.id);
         item.resolve(reply);
         // Nothing here may throw out of pump(): the next message must still run.

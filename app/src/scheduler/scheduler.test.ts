@@ -26,14 +26,11 @@ afterAll(async () => {
   await testDb?.close();
 });
 
-function scheduler(clock: ManualClock, accepted: InboxEntry[]): Scheduler {
-  return new Scheduler({
-    db,
-    timezone: "Europe/Berlin",
-    clock,
-    accept: (entry) => accepted.push(entry),
-    logger: silentLogger,
-  });
+/** A scheduler whose firings are collected in `accepted` once it is started (`start()`). */
+function scheduler(clock: ManualClock, accepted: InboxEntry[]): Scheduler & { start(): Promise<void> } {
+  const made = new Scheduler({ db, timezone: "Europe/Berlin", clock, logger: silentLogger });
+  const start = made.start.bind(made);
+  return Object.assign(made, { start: () => start((entry: InboxEntry) => void accepted.push(entry)) });
 }
 
 async function advance(clock: ManualClock, s: Scheduler, ms: number): Promise<void> {

@@ -13,8 +13,6 @@ export interface SchedulerDeps {
   db: Database;
   /** The owner's time zone: cron expressions are read in it. */
   timezone: string;
-  /** Queues an inbox entry a firing saved. */
-  accept: (entry: InboxEntry) => void;
   /** The app's inbox (firings are saved with it, inside their transaction); default: a new one. */
   inbox?: InboxStore;
   /** Periodic work (removing old files), run at start and then every `housekeepingEveryMs`. */
@@ -49,12 +47,16 @@ export class Scheduler {
   private housekeepingTimer: unknown;
   private work: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** Queues an inbox entry a firing saved (given at start: the queue exists by then). */
+  private accept: (entry: InboxEntry) => void = () => {};
 
   constructor(private readonly deps: SchedulerDeps) {
     this.clock = deps.clock ?? systemClock;
   }
 
-  async start(): Promise<void> {
+  /** Fires what is due from now on, handing each firing's saved entry to `accept`. */
+  async start(accept: (entry: InboxEntry) => void): Promise<void> {
+    this.accept = accept;
     this.stopped = false;
     await this.reload();
     this.runHousekeeping();
@@ -156,7 +158,7 @@ export class Scheduler {
       id: entry.id,
       scheduledFor: new Date(scheduledFor).toISOString(),
     });
-    this.deps.accept(saved);
+    this.accept(saved);
   }
 
   private arm(retryMs?: number): void {

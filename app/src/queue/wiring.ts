@@ -1,0 +1,184 @@
+import type { Logger, ServiceClient } from "@stavrobot/common";
+import { compactIfNeeded, SummaryBackoff } from "../agent/compaction.js";
+import { ConversationStore } from "../agent/conversation.js";
+import { SystemPromptCache } from "../agent/prompt-cache.js";
+import { buildSystemPrompt, buildUserMessage } from "../agent/prompt.js";
+import { tokenBudget, type TokenBudget } from "../agent/tokens.js";
+import { TurnEngine } from "../agent/turn.js";
+import { isOwnerMessage, maySteer } from "../audience.js";
+import type { AppConfig } from "../boot/config.js";
+import type { ChannelWiring } from "../channels/wiring.js";
+import type { Database } from "../db/database.js";
+import type { InboxStore } from "../db/inbox.js";
+import { listMemories, listScratchpadTitles } from "../db/knowledge.js";
+import { messagesForInbox } from "../db/messages.js";
+import type { Transcriber } from "../media/stt.js";
+import { withTranscripts } from "../media/voice.js";
+import type { ModelWing } from "../model/wiring.js";
+import { describePluginsForPrompt } from "../plugins/plugin-list.js";
+import { redactManagePluginsArguments } from "../tools/manage-plugins.js";
+import type { AnyAgentTool } from "../tools/result.js";
+import type { UsageWing } from "../usage/wiring.js";
+import type { CurrentTurn } from "./current-turn.js";
+import { InboxLifecycle } from "./lifecycle.js";
+import { MessageQueue } from "./queue.js";
+
+/** The turn wing: the conversation, the system prompt, the inbox row's lifecycle, the engine and the queue. */
+export interface TurnWing {
+  conversation: ConversationStore;
+  systemPrompt: SystemPromptCache<unknown>;
+  budget: TokenBudget;
+  queue: MessageQueue;
+}
+
+/**
+ * A message's turn, wired: the queue takes each message in (its row's lifecycle), builds the
+ * user message (the Telegram files fetched, voice notes transcribed), runs the engine on the
+ * conversation with the tools and the system prompt, finishes the row with the turn's writes and
+ * usage rows in one commit, hands the answer to its audience, then compacts if the conversation
+ * is over budget.
+ */
+export function wireTurn(options: {
+  config: Readonly<AppConfig>;
+  db: Database;
+  timezone: string;
+  publicHostname: string;
+  basePrompt: string;
+  model: ModelWing;
+  usage: UsageWing;
+  tools: AnyAgentTool[];
+  inbox: InboxStore;
+  channels: Pick<ChannelWiring, "answers" | "ownerContact" | "mediaFetcher">;
+  pluginRunner: ServiceClient;
+  transcriber: Transcriber | undefined;
+  currentTurn: CurrentTurn;
+  /** With `authFile`: where a turn without a key tells the owner to log in, and what a 401 does. */
+  login: { loginUrl: string; onProviderError: ((message: string) => Promise<void>) | undefined };
+  logger: Logger;
+}): TurnWing {
+  const { config, db, timezone, model: wing, usage, tools, inbox, channels, logger } = options;
+  const { model, getApiKey, oauth, notConfigured } = wing;
+  const callModels = wing.client.callModels;
+  const budget = tokenBudget(config.contextTokensK, model.contextWindow);
+  // The conversation stays in memory between turns (read again after anything that may change it).
+  const conversation = new ConversationStore(db);
+  // The same system prompt every turn until a part of it changes.
+  const systemPrompt = new SystemPromptCache({
+    knowledge: async () => ({
+      memories: await listMemories(db),
+      scratchpadTitles: await listScratchpadTitles(db),
+    }),
+    plugins: () => describePluginsForPrompt(options.pluginRunner, logger.child("plugins")),
+    compose: ({ knowledge, plugins }) =>
+      buildSystemPrompt({
+        basePrompt: options.basePrompt,
+        toolNames: tools.map((tool) => tool.name),
+        customPrompt: config.customPrompt,
+        publicHostname: options.publicHostname,
+        timezone,
+        plugins,
+        ...knowledge,
+      }),
+  });
+  // The inbox row's life: accepted, started with its user message, finished with the turn's
+  // last messages and usage rows in one commit.
+  const lifecycle = new InboxLifecycle({ inbox, conversation, meter: usage.meter });
+  const engine = new TurnEngine({
+    db,
+    stream: callModels,
+    conversation,
+    lifecycle,
+    model,
+    thinkingLevel: config.thinkingLevel,
+    maxTokens: config.maxTokens,
+    maxToolRounds: config.maxToolRounds,
+    tools: () => tools,
+    systemPrompt: () => systemPrompt.get(),
+    getApiKey,
+    budget,
+    logger: logger.child("agent"),
+    // Read when a turn finds no key: with authFile, it says why and where to log in.
+    get missingKeyMessage() {
+      return oauth
+        ? oauth.missingKeyMessage(model.provider, options.login.loginUrl)
+        : (notConfigured ?? "No API key for the configured provider.");
+    },
+    onProviderError: options.login.onProviderError,
+    redactors: { manage_plugins: redactManagePluginsArguments },
+    refuseModelCall: usage.refuseModelCall,
+    afterTool: (name, args) => staleAfterTool(name, args, { conversation, systemPrompt, inbox }),
+    onModelCall: usage.recordTurnCall,
+  });
+  // When a failing summariser is next asked (compactions meanwhile truncate).
+  const summaryBackoff = new SummaryBackoff();
+  const queue = new MessageQueue({
+    lifecycle,
+    engine,
+    answers: channels.answers,
+    currentTurn: options.currentTurn,
+    buildUserMessage: async (entry) => {
+      // A coding task's result usually announces a plugin the coder just wrote.
+      if (entry.source === "coder") systemPrompt.invalidate("plugins");
+      // Files of a Telegram message are fetched now, not when Telegram was answered.
+      const payload = channels.mediaFetcher ? await channels.mediaFetcher.resolve(entry) : entry.payload;
+      return buildUserMessage(
+        {
+          text: await withTranscripts(payload.message, payload.attachments, options.transcriber),
+          attachments: payload.attachments,
+          source: entry.source,
+          // The owner is "owner" whichever channel they write from.
+          sender: isOwnerMessage(entry, channels.ownerContact) ? null : entry.sender,
+          receivedAt: entry.receivedAt,
+        },
+        timezone,
+      );
+    },
+    messagesForInbox: (id) => messagesForInbox(db, id),
+    reloadConversation: () => conversation.invalidate(),
+    afterTurn: async () => {
+      await usage.flush();
+      await compactIfNeeded({
+        conversation,
+        model,
+        complete: (callModel, context, callOptions) =>
+          callModels(callModel, context, callOptions ?? {}).result(),
+        getApiKey,
+        budget,
+        backoff: summaryBackoff,
+        logger: logger.child("compaction"),
+        refuseModelCall: usage.refuseModelCall,
+        onModelCall: usage.recordCompaction,
+      });
+    },
+    maySteer: (running, incoming) => maySteer(running, incoming, channels.ownerContact),
+    waitForDatabase: () => db.waitUntilAvailable(),
+    budgetRefusal: () => usage.meter.refusal(),
+    maxRetries: config.queue.maxRetries,
+    retryDelayMs: config.queue.retryDelaySeconds * 1000,
+    logger: logger.child("queue"),
+  });
+  return { conversation, systemPrompt, budget, queue };
+}
+
+/**
+ * What a tool call may have changed behind the in-memory copies: SQL on the conversation (checked
+ * against its rows' versions before its next use), the knowledge tables or the inbox's sequence;
+ * the knowledge tool; a plugin installed or removed.
+ */
+function staleAfterTool(
+  name: string,
+  args: unknown,
+  caches: { conversation: ConversationStore; systemPrompt: SystemPromptCache<unknown>; inbox: InboxStore },
+): void {
+  if (name === "execute_sql") {
+    caches.conversation.recheck();
+    caches.systemPrompt.invalidate("knowledge");
+    // The id drawn ahead for the next message may no longer be free (a sequence reset).
+    const sql = String((args as { query?: unknown } | undefined)?.query ?? "");
+    if (/\binbox\b/i.test(sql)) caches.inbox.forgetAhead();
+  } else if (name === "manage_knowledge") {
+    caches.systemPrompt.invalidate("knowledge");
+  } else if (name === "manage_plugins") {
+    caches.systemPrompt.invalidate("plugins");
+  }
+}

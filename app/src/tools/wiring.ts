@@ -1,0 +1,56 @@
+import type { ServiceClient } from "@stavrobot/common";
+import type { AppConfig } from "../boot/config.js";
+import type { ChannelWiring } from "../channels/wiring.js";
+import type { Database } from "../db/database.js";
+import { OutboxFiles } from "../delivery/compose.js";
+import type { FileAreas } from "../files/areas.js";
+import type { JsonPost } from "../model/one-shot.js";
+import type { PluginDetailCache } from "../plugins/detail-cache.js";
+import type { CurrentTurn } from "../queue/current-turn.js";
+import type { Scheduler } from "../scheduler/scheduler.js";
+import type { UsageWing } from "../usage/wiring.js";
+import { buildTools } from "./registry.js";
+import type { AnyAgentTool } from "./result.js";
+
+/** The tools wing: every tool this configuration has, given what each needs of the other wings. */
+export function wireTools(options: {
+  config: Readonly<AppConfig>;
+  db: Database;
+  areas: FileAreas;
+  timezone: string;
+  publicHostname: string;
+  siblings: { pluginRunner: ServiceClient; pythonRunner: ServiceClient; coder: ServiceClient };
+  details: PluginDetailCache;
+  scheduler: Scheduler;
+  channels: Pick<ChannelWiring, "ownerIds" | "allowlist" | "deliveries" | "worker">;
+  outboxDir: string;
+  /** How a tool that calls a model of its own sends it a request (the model client's connections). */
+  modelPost: JsonPost;
+  usage: Pick<UsageWing, "toolMeter">;
+  currentTurn: CurrentTurn;
+}): AnyAgentTool[] {
+  const { config, channels, siblings, currentTurn } = options;
+  return buildTools({
+    config,
+    db: options.db,
+    areas: options.areas,
+    timezone: options.timezone,
+    publicHostname: options.publicHostname,
+    pluginRunner: siblings.pluginRunner,
+    pythonRunner: siblings.pythonRunner,
+    coder: siblings.coder,
+    details: options.details,
+    scheduler: options.scheduler,
+    ownerIds: channels.ownerIds,
+    modelPost: options.modelPost,
+    modelCallMeter: options.usage.toolMeter,
+    messaging: {
+      allowlist: channels.allowlist,
+      areas: options.areas,
+      outboxFiles: new OutboxFiles(options.outboxDir),
+      store: channels.deliveries,
+      worker: channels.worker,
+      currentInboxId: () => currentTurn.entry?.id,
+    },
+  });
+}
