@@ -1,5 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { Logger } from "@stavrobot/common";
+import { isChannel } from "../audience.js";
+import { CHANNELS } from "../channels/registry.js";
 import type { Database } from "../db/database.js";
 
 /** The services an allowlist is kept for (the reference's four; this product talks on two). */
@@ -148,10 +150,9 @@ export class Allowlist {
   }
 }
 
-/** Identifiers compare in one form: Telegram ids as decimal strings, emails lower-case. */
+/** Identifiers compare in one form: a channel's as the channel says (Telegram ids as decimal strings), emails lower-case. */
 export function normalizeIdentifier(service: AllowlistService, identifier: string): string {
+  if (isChannel(service)) return CHANNELS[service].normalize(identifier);
   const trimmed = identifier.trim();
-  if (service === "email") return trimmed.toLowerCase();
-  if (service === "telegram" && /^-?\d+$/.test(trimmed)) return String(BigInt(trimmed));
-  return trimmed;
+  return service === "email" ? trimmed.toLowerCase() : trimmed;
 }

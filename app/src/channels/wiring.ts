@@ -5,13 +5,11 @@ import type { AppConfig } from "../boot/config.js";
 import type { Database } from "../db/database.js";
 import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { AnswerDelivery } from "../delivery/answers.js";
-import { composeDeliveries } from "../delivery/compose.js";
 import { DeliveryStore } from "../delivery/store.js";
 import { DeliveryWorker, type ChannelSender } from "../delivery/worker.js";
-import { SignalSender } from "./signal/sender.js";
+import { CHANNELS, composeFor } from "./registry.js";
 import { TelegramApi } from "./telegram/api.js";
 import { TelegramMediaFetcher } from "./telegram/media.js";
-import { TelegramSender } from "./telegram/sender.js";
 
 export interface ChannelWiringOptions {
   config: AppConfig;
@@ -82,11 +80,17 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
   const telegramApi = config.telegram
     ? new TelegramApi(config.telegram.apiBaseUrl, config.telegram.botToken)
     : undefined;
-  const channels: Partial<Record<Channel, ChannelSender>> = {};
-  if (telegramApi) channels.telegram = new TelegramSender(telegramApi);
   const signalBridge = config.signal ? options.signalBridge() : undefined;
-  if (signalBridge)
-    channels.signal = new SignalSender(signalBridge, `${options.publicHostname}/signal/captcha`);
+  const channels: Partial<Record<Channel, ChannelSender>> = {};
+  for (const definition of Object.values(CHANNELS)) {
+    const sender = definition.sender({
+      config,
+      publicHostname: options.publicHostname,
+      telegramApi,
+      signalBridge,
+    });
+    if (sender) channels[definition.name] = sender;
+  }
   const deliveries = new DeliveryStore(db);
   const notices = {
     async addNotice(source: string, about: string, text: string): Promise<void> {
@@ -103,12 +107,13 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
         `(a ${delivery.channel} message to ${delivery.recipient})`,
         `A ${delivery.channel} message to ${delivery.recipient} could not be delivered and was given up: ${error}` +
           (delivery.payload.text
-            ? `\n\nIt said:\n${delivery.payload.format === "html" ? delivery.payload.text.replace(/<[^>]*>/g, "") : delivery.payload.text}`
+            ? `\n\nIt said:\n${CHANNELS[delivery.channel].plainText(delivery.payload)}`
             : ""),
       ),
   });
   const answers = new AnswerDelivery({
     inbox,
+    compose: composeFor,
     store: deliveries,
     worker,
     owner: ownerContact,
@@ -116,7 +121,7 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
     onKept: options.onKept,
   });
   const tell = async (channel: Channel, recipient: string, text: string, key: string): Promise<void> => {
-    const payloads = composeDeliveries(channel, { markdown: text });
+    const payloads = composeFor(channel, { markdown: text });
     await deliveries.add(
       payloads.map((payload, index) => ({ channel, recipient, payload, key: `${key}:${index}` })),
     );

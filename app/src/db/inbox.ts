@@ -1,6 +1,5 @@
 import type { Queryable, StatementPart } from "./database.js";
 import { sanitizeDeep, sanitizeText, type Attachment } from "@stavrobot/common";
-import type { TelegramMediaRef } from "../channels/telegram/inbound.js";
 import { SeenFlags, seenChange } from "./inbox-seen.js";
 import { NextInboxId } from "./inbox-next-id.js";
 
@@ -8,8 +7,17 @@ import { NextInboxId } from "./inbox-next-id.js";
 export interface InboxPayload {
   message?: string | undefined;
   attachments: Attachment[];
-  /** Files still on Telegram's servers, fetched when the turn runs (then moved to `attachments`). */
-  media?: TelegramMediaRef[] | undefined;
+  /**
+   * Files still on a channel's servers (Telegram's), fetched when the turn runs (then moved to
+   * `attachments`); `ref` is what the channel needs to fetch one.
+   */
+  media?: DeferredMedia[] | undefined;
+}
+
+/** A file a channel's message named, to fetch when its turn runs. */
+export interface DeferredMedia {
+  channel: string;
+  ref: unknown;
 }
 
 export type InboxStatus = "pending" | "processing" | "steered" | "done" | "failed";

@@ -207,6 +207,12 @@ export const migrations: readonly Migration[] = [
           ELSE 'reply'
         END
         WHERE status IN ('done', 'failed');
+
+      -- Files a channel's message named, still to fetch: each kept with the channel it is on.
+      UPDATE inbox SET payload = jsonb_set(payload, '{media}', (
+          SELECT coalesce(jsonb_agg(jsonb_build_object('channel', 'telegram', 'ref', ref)), '[]'::jsonb)
+          FROM jsonb_array_elements(payload->'media') AS ref))
+        WHERE jsonb_typeof(payload->'media') = 'array';
     `,
   },
 ];

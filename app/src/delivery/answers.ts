@@ -3,12 +3,13 @@ import { destinationFor, startedByNobody, type OwnerContact } from "../audience.
 import type { InboxEntry, InboxStore, UnseenAnswer } from "../db/inbox.js";
 import type { Answer } from "../queue/endings.js";
 import { EMPTY_REPLY } from "../queue/replies.js";
-import { composeDeliveries } from "./compose.js";
-import type { DeliveryStore } from "./store.js";
+import type { Channel, DeliveryPayload, DeliveryStore } from "./store.js";
 import type { DeliveryWorker } from "./worker.js";
 
 export interface AnswerDeps {
   inbox: InboxStore;
+  /** A text for `channel` as the deliveries that carry it, in the channel's format (the channel's own). */
+  compose: (channel: Channel, outgoing: { markdown: string }) => DeliveryPayload[];
   store: DeliveryStore;
   worker: DeliveryWorker;
   owner: OwnerContact;
@@ -58,7 +59,7 @@ export class AnswerDelivery {
         (!answer.text.trim() || (await store.sentDuringTurn(entry.id, channel, recipient))));
     if (!quiet) {
       const kind = answer.kind === "error" ? "error" : "answer";
-      const payloads = composeDeliveries(channel, { markdown: answer.text });
+      const payloads = this.deps.compose(channel, { markdown: answer.text });
       await store.add(
         payloads.map((payload, index) => ({
           channel,

@@ -6,7 +6,8 @@ import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/
 import type { Database } from "../db/database.js";
 import { InboxStore } from "../db/inbox.js";
 import { AnswerDelivery } from "./answers.js";
-import { composeDeliveries, OutboxFiles } from "./compose.js";
+import { composeFor } from "../channels/registry.js";
+import { OutboxFiles } from "./outbox-files.js";
 import { DeliveryStore, type Delivery } from "./store.js";
 import { DeliveryWorker, type SendResult } from "./worker.js";
 
@@ -132,17 +133,17 @@ describe("the delivery outbox", () => {
 describe("composing a message for a channel", () => {
   it("puts short text in the caption of a file, and longer text after it", () => {
     const attachment = { path: "/x/1.png", name: "chart.png" };
-    expect(composeDeliveries("telegram", { markdown: "**Chart**", attachment })).toEqual([
+    expect(composeFor("telegram", { markdown: "**Chart**", attachment })).toEqual([
       { attachmentPath: "/x/1.png", attachmentName: "chart.png", text: "<b>Chart</b>", format: "html" },
     ]);
     const long = "word ".repeat(400);
-    const parts = composeDeliveries("telegram", { markdown: long, attachment });
+    const parts = composeFor("telegram", { markdown: long, attachment });
     expect(parts[0]).toEqual({ attachmentPath: "/x/1.png", attachmentName: "chart.png" });
     expect(parts.slice(1).map((part) => part.format)).toEqual(["html"]);
-    expect(composeDeliveries("signal", { markdown: "**hi**", attachment })).toEqual([
+    expect(composeFor("signal", { markdown: "**hi**", attachment })).toEqual([
       { attachmentPath: "/x/1.png", attachmentName: "chart.png", text: "**hi**", format: "markdown" },
     ]);
-    expect(composeDeliveries("telegram", { markdown: "   " })).toEqual([]);
+    expect(composeFor("telegram", { markdown: "   " })).toEqual([]);
   });
 });
 
@@ -178,6 +179,7 @@ describe("answers to their audience", () => {
     const worker = new DeliveryWorker({ store, channels: { telegram: channel }, logger: silentLogger });
     worker.start();
     const answers = new AnswerDelivery({
+      compose: composeFor,
       inbox,
       store,
       worker,

@@ -19,8 +19,9 @@ import { isDatabaseUnavailable } from "../db/database.js";
 import { retryLater } from "./outage.js";
 import type { Allowlist } from "../allowlist/allowlist.js";
 import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
-import { CHANNEL_SOURCES, isChannel, isOwnerConsole, type Channel } from "../audience.js";
-import type { MessageQueue, Submitted } from "../queue/queue.js";
+import { CHANNEL_SOURCES, isOwnerConsole } from "../audience.js";
+import { NotReadyError, takeMessage, type IntakeDeps, type Taken } from "../queue/intake.js";
+import type { MessageQueue } from "../queue/queue.js";
 import { ANSWER_EVENT, type LiveEvents } from "../live/events.js";
 
 export const NOT_SAVED_REPLY =
@@ -28,13 +29,11 @@ export const NOT_SAVED_REPLY =
 export const SAVED_WILL_RUN_REPLY =
   "The database is unavailable right now. Your message was saved and will be answered when it is back.";
 
-export interface ChatDeps {
+export interface ChatDeps extends IntakeDeps {
   queue: MessageQueue;
   inbox: InboxStore;
   uploadsDir: string;
   allowlist: Allowlist;
-  /** Sends a short text to someone on a channel (the answer to their `/stop`). */
-  tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
   logger: Logger;
   /** A message explaining what configuration is missing, or undefined when the app is ready. */
   notReady: () => string | undefined;
@@ -66,43 +65,32 @@ function chatHandler(deps: ChatDeps): Handler {
     const body = await readValidJson(req, CHAT_BODY_LIMIT_BYTES, chatRequestSchema);
     const source = body.source ?? null;
     const sender = body.sender ?? null;
-    // Messages from a channel (the Signal bridge) reach the agent only from allowed senders.
-    if (isChannel(source) && !(sender && (await deps.allowlist.isAllowed(source, sender)))) {
-      deps.logger.warn("dropped a message from a sender not on the allowlist", { source, sender });
-      return { json: { response: "" } };
-    }
-    // Only the owner may stop a running turn; from anyone else "/stop" is an ordinary message.
-    const fromOwner =
-      isOwnerConsole(source) ||
-      (isChannel(source) && sender !== null && deps.allowlist.isOwner(source, sender));
-    if (isStop(body) && fromOwner) {
-      const response = deps.queue.stop();
-      if (isChannel(source) && sender)
-        await deps.tell(source, sender, response, `stop:${source}:${body.idempotencyKey ?? Date.now()}`);
-      return { json: { response } };
-    }
-    const missing = deps.notReady();
-    if (missing) throw new HttpError(503, missing);
-
-    const attachments = await checkAttachments(body.attachments ?? [], deps.uploadsDir);
-    const inline = decodeInlineFiles(body);
-    const written = await storeFiles(inline, deps.uploadsDir);
     // Answers kept from here on, while the message waits, may reach an open console at once.
     const sinceSubmit = deps.live.latest;
-    let submitted: Submitted;
+    let taken: Taken;
     try {
-      submitted = await deps.queue.submit(
+      taken = await takeMessage(deps, {
         source,
         sender,
-        { message: body.message, attachments: [...attachments, ...written] },
-        body.idempotencyKey,
-      );
+        isStop: isStop(body),
+        idempotencyKey: body.idempotencyKey,
+        stopKey: `stop:${source}:${body.idempotencyKey ?? Date.now()}`,
+        payload: async () => {
+          const attachments = await checkAttachments(body.attachments ?? [], deps.uploadsDir);
+          const written = await storeFiles(decodeInlineFiles(body), deps.uploadsDir);
+          return {
+            payload: { message: body.message, attachments: [...attachments, ...written] },
+            discard: () => removeFiles(written),
+          };
+        },
+      });
     } catch (error) {
-      await removeFiles(written);
+      if (error instanceof NotReadyError) throw new HttpError(503, error.message);
       throw error;
     }
-    // A repeated delivery: the first one already brought these files.
-    if (submitted.duplicate) await removeFiles(written);
+    if (taken.kind === "dropped") return { json: { response: "" } };
+    if (taken.kind === "stopped") return { json: { response: taken.response } };
+    const { submitted } = taken;
     // Services (a plugin's result, the coder) need to know the message is safe, not its answer:
     // that goes to the person the turn is for.
     if (/\brespond-async\b/i.test(String(req.headers.prefer ?? ""))) {

@@ -16,6 +16,8 @@ import { createRunPluginTool } from "./run-plugin-tool.js";
 import { createRunPythonTool } from "./run-python.js";
 import { createRequestCodingTaskTool } from "./request-coding-task.js";
 import { createTextToSpeechTool } from "./text-to-speech.js";
+import { CHANNEL_SOURCES } from "../audience.js";
+import { CHANNELS } from "../channels/registry.js";
 import { createWebFetchTool } from "./web-fetch.js";
 import { createWebSearchTool } from "./web-search.js";
 import { createSendMessageTool, type SendToolDeps } from "./send-message.js";
@@ -70,8 +72,8 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     );
   }
   if (config.tts) conditional.push(createTextToSpeechTool({ ...config.tts, filesDir: areas.root }));
-  for (const channel of ["signal", "telegram"] as const) {
-    if (!config[channel]) continue;
+  for (const channel of CHANNEL_SOURCES) {
+    if (!CHANNELS[channel].configured(config)) continue;
     const owner = { name: config.owner?.name, id: ctx.ownerIds[channel] };
     conditional.push(createSendMessageTool({ ...ctx.messaging, channel, owner }));
   }

@@ -1,11 +1,12 @@
 import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
 import { lstat } from "node:fs/promises";
-import { SIGNAL_ATTACHMENT_LIMIT_BYTES } from "@stavrobot/common";
 import type { Allowlist } from "../allowlist/allowlist.js";
 import { normalizeIdentifier } from "../allowlist/allowlist.js";
 import type { Channel } from "../audience.js";
-import { composeDeliveries, type OutboxFiles } from "../delivery/compose.js";
+import type { ChannelDefinition } from "../channels/channel.js";
+import { CHANNELS } from "../channels/registry.js";
+import type { OutboxFiles } from "../delivery/outbox-files.js";
 import type { DeliveryStore } from "../delivery/store.js";
 import type { DeliveryWorker, SendResult } from "../delivery/worker.js";
 import { FileAreaError, type FileAreas } from "../files/areas.js";
@@ -18,30 +19,6 @@ const parameters = Type.Object({
   message: Type.Optional(Type.String({ description: "The text, in Markdown." })),
   attachmentPath: Type.Optional(Type.String({ description: "Path of a file to send." })),
 });
-
-interface ChannelInfo {
-  title: string;
-  /** What an identifier looks like, for error messages. */
-  idDescription: string;
-  isId: (text: string) => boolean;
-  /** The largest file the channel takes. */
-  maxAttachmentBytes: number;
-}
-
-const CHANNELS: Record<Channel, ChannelInfo> = {
-  telegram: {
-    title: "Telegram",
-    idDescription: "numeric chat id",
-    isId: (text) => /^-?\d{1,20}$/.test(text),
-    maxAttachmentBytes: 50 * 1024 * 1024,
-  },
-  signal: {
-    title: "Signal",
-    idDescription: "phone number in international form (+15555550123)",
-    isId: (text) => /^\+[1-9]\d{1,14}$/.test(text),
-    maxAttachmentBytes: SIGNAL_ATTACHMENT_LIMIT_BYTES,
-  },
-};
 
 /** How long a send tool waits for the first attempt before reporting the message as queued. */
 const FIRST_ATTEMPT_WAIT_MS = 20_000;
@@ -87,7 +64,7 @@ export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof para
         : undefined;
       const inboxId = deps.currentInboxId();
       const added = await deps.store.add(
-        composeDeliveries(deps.channel, { markdown: message, attachment }).map((payload, index) => ({
+        info.compose({ markdown: message, attachment }).map((payload, index) => ({
           channel: deps.channel,
           recipient: id,
           payload,
@@ -111,7 +88,7 @@ export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof para
 function resolveRecipient(
   recipient: string,
   deps: SendToolDeps,
-  info: ChannelInfo,
+  info: ChannelDefinition,
 ): { id: string; label: string } {
   // Invisible characters (copied from a contact card) and spaces in phone numbers are not part of the id.
   const text = recipient.replace(/[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g, "").trim();
@@ -134,7 +111,7 @@ function resolveRecipient(
   return { id, label: id === owner.id && owner.name ? owner.name : id };
 }
 
-async function locateFile(path: string, areas: FileAreas, info: ChannelInfo): Promise<string> {
+async function locateFile(path: string, areas: FileAreas, info: ChannelDefinition): Promise<string> {
   let resolved: string;
   try {
     resolved = await areas.resolve(path);

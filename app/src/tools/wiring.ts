@@ -2,7 +2,7 @@ import type { ServiceClient } from "@stavrobot/common";
 import type { AppConfig } from "../boot/config.js";
 import type { ChannelWiring } from "../channels/wiring.js";
 import type { Database } from "../db/database.js";
-import { OutboxFiles } from "../delivery/compose.js";
+import { OutboxFiles } from "../delivery/outbox-files.js";
 import type { FileAreas } from "../files/areas.js";
 import type { JsonPost } from "../model/one-shot.js";
 import type { PluginDetailCache } from "../plugins/detail-cache.js";

@@ -32,11 +32,12 @@ export class TelegramMediaFetcher {
   ) {}
 
   async resolve(entry: InboxEntry): Promise<InboxPayload> {
-    const media = entry.payload.media ?? [];
+    const media = (entry.payload.media ?? []).filter((item) => item.channel === "telegram");
     if (media.length === 0) return entry.payload;
     const attachments: Attachment[] = [...entry.payload.attachments];
     const notes: string[] = [];
-    for (const ref of media) {
+    for (const { ref: stored } of media) {
+      const ref = stored as TelegramMediaRef;
       try {
         attachments.push(await this.fetch(ref));
       } catch (error) {

@@ -2,7 +2,6 @@ import { extname } from "node:path";
 import type { Delivery } from "../../delivery/store.js";
 import type { ChannelSender, SendResult } from "../../delivery/worker.js";
 import { TelegramError, type TelegramApi } from "./api.js";
-import { htmlToPlainText } from "./markdown-html.js";
 
 const IMAGE = new Set([".jpg", ".jpeg", ".png", ".gif", ".webp"]);
 /** Sent as voice messages (the reference's list). */
@@ -17,7 +16,11 @@ export const TELEGRAM_CAPTION_LIMIT = 1024;
  * slip must not cost the recipient the message.
  */
 export class TelegramSender implements ChannelSender {
-  constructor(private readonly api: TelegramApi) {}
+  constructor(
+    private readonly api: TelegramApi,
+    /** A delivery's text as plain text (the channel's own conversion, `telegramChannel.plainText`). */
+    private readonly plainText: (payload: Delivery["payload"]) => string,
+  ) {}
 
   async send(delivery: Delivery): Promise<SendResult> {
     try {
@@ -38,8 +41,7 @@ export class TelegramSender implements ChannelSender {
 
   private async sendOnce(delivery: Delivery, html: boolean): Promise<void> {
     const { recipient, payload } = delivery;
-    const text =
-      payload.text && !html && payload.format === "html" ? htmlToPlainText(payload.text) : payload.text;
+    const text = payload.text && !html ? this.plainText(payload) : payload.text;
     const format = html ? { parse_mode: "HTML" } : {};
     if (payload.attachmentPath) {
       const name = payload.attachmentName ?? payload.attachmentPath;

@@ -1,0 +1,28 @@
+import { SIGNAL_ATTACHMENT_LIMIT_BYTES } from "@stavrobot/common";
+import type { ChannelDefinition } from "../channel.js";
+import { SignalSender } from "./sender.js";
+
+/**
+ * Signal, in a sidecar (`signal-bridge`: signal-cli's daemon holds the account). The Markdown goes
+ * whole: the bridge turns it into Signal's text styles, and signal-cli sends a long text as an
+ * attachment itself.
+ */
+export const signalChannel: ChannelDefinition = {
+  name: "signal",
+  title: "Signal",
+  configured: (config) => config.signal !== undefined,
+  idDescription: "phone number in international form (+15555550123)",
+  isId: (text) => /^\+[1-9]\d{1,14}$/.test(text),
+  normalize: (identifier) => identifier.trim(),
+  maxAttachmentBytes: SIGNAL_ATTACHMENT_LIMIT_BYTES,
+  compose(outgoing) {
+    const file = outgoing.attachment
+      ? { attachmentPath: outgoing.attachment.path, attachmentName: outgoing.attachment.name }
+      : {};
+    const markdown = outgoing.markdown?.trim() ? outgoing.markdown : undefined;
+    return [{ ...file, ...(markdown ? { text: markdown, format: "markdown" as const } : {}) }];
+  },
+  plainText: (payload) => payload.text ?? "",
+  sender: ({ signalBridge, publicHostname }) =>
+    signalBridge ? new SignalSender(signalBridge, `${publicHostname}/signal/captcha`) : undefined,
+};
