@@ -201,6 +201,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       live,
       db,
       uploadsDir: paths.uploadsDir,
+      filesDir: paths.filesDir,
       pluginRunner: siblings.pluginRunner,
       details,
       pluginsChanged: () => turn.systemPrompt.invalidate("plugins"),

@@ -2,6 +2,7 @@ export * from "./errors.js";
 export * from "./logger.js";
 export * from "./zod-format.js";
 export * from "./text.js";
+export * from "./mime.js";
 export * from "./config-file.js";
 export * from "./service-client.js";
 export * from "./http/auth.js";

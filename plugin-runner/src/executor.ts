@@ -13,7 +13,7 @@ import {
 } from "@stavrobot/common";
 import type { Logger, LongLivedProcess, Mount, Owner, ProcessResult, Sandbox } from "@stavrobot/common";
 import type { ToolEnvConfig } from "./config.js";
-import type { RunOutcome } from "./messages.js";
+import type { RunOutcome } from "./chat-messages.js";
 import type { Plugin } from "./plugins.js";
 import type { Isolation } from "./users.js";
 

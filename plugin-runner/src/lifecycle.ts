@@ -24,7 +24,7 @@ import { APPROVAL_HELP } from "./approvals.js";
 import type { NetworkPolicy } from "./network.js";
 import { parseInstallUrl } from "./sources.js";
 import { parseManifest, pluginManifestSchema } from "./manifest.js";
-import { initResultMessage } from "./messages.js";
+import { initResultMessage } from "./chat-messages.js";
 import type { Outbox } from "@stavrobot/common";
 import type { PermissionStore } from "./permissions.js";
 import {

@@ -3,7 +3,7 @@ import { mkdir, readFile, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { errorMessage, writeFileAtomic } from "@stavrobot/common";
 import type { Logger, Outbox } from "@stavrobot/common";
-import { fence } from "./messages.js";
+import { fence } from "./chat-messages.js";
 
 /** What runs in the background: an async tool or an async init script. */
 export interface RunningRecord {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { DomainError } from "@stavrobot/common";
 import { checkGitUrl } from "./git.js";
-import { fence, guessMimeType, toolResultMessage } from "./messages.js";
+import { guessMimeType } from "@stavrobot/common";
+import { fence, toolResultMessage } from "./chat-messages.js";
 import { idempotencyKeyFor } from "@stavrobot/common";
 import { truncateInstructions } from "./present.js";
 import { pluginUserName } from "./users.js";
@@ -52,7 +53,7 @@ describe("messages", () => {
     expect(fence("has ``` inside")).toBe("````\nhas ``` inside\n````");
   });
 
-  it("formats async results for the app with MIME types", () => {
+  it("carries an async result to the app as the outcome a synchronous run answers with", () => {
     const message = toolResultMessage("p", "t", {
       success: true,
       output: "done",
@@ -60,10 +61,14 @@ describe("messages", () => {
     });
     expect(message).toEqual({
       source: "plugin:p/t",
-      message: 'The run of tool "t" (plugin "p") returned:\n```\ndone\n```',
-      files: [{ filename: "a.png", data: "AA==", mimeType: "image/png" }],
+      pluginResult: {
+        plugin: "p",
+        tool: "t",
+        outcome: { success: true, output: "done", files: [{ filename: "a.png", data: "AA==" }] },
+      },
     });
     expect(guessMimeType("x.unknown")).toBe("application/octet-stream");
+    expect(guessMimeType("a.png")).toBe("image/png");
   });
 
   it("leaves out files the app would refuse, with a note", () => {
@@ -77,8 +82,10 @@ describe("messages", () => {
         { filename: "huge.bin", data: big },
       ],
     });
-    expect(message.files?.map((file) => file.filename)).toEqual(["small.txt"]);
-    expect(message.message).toContain("Output files too large to deliver were left out: huge.bin.");
+    const outcome = message.pluginResult?.outcome;
+    if (!outcome?.success) throw new Error("expected a success");
+    expect(outcome.files?.map((file) => file.filename)).toEqual(["small.txt"]);
+    expect(outcome.warnings).toContain("(Output files too large to deliver were left out: huge.bin.)");
   });
 
   it("truncates long instructions", () => {

@@ -7,8 +7,8 @@ import type { Executor } from "./executor.js";
 import type { Formats } from "./formats/index.js";
 import type { ApprovalStore } from "./approvals.js";
 import type { NetworkPolicy } from "./network.js";
-import type { RunOutcome } from "./messages.js";
-import { toolResultMessage } from "./messages.js";
+import type { RunOutcome } from "./chat-messages.js";
+import { toolResultMessage } from "./chat-messages.js";
 import type { Outbox } from "@stavrobot/common";
 import type { PermissionStore } from "./permissions.js";
 import type { RunningRecords } from "./running.js";
@@ -48,8 +48,11 @@ export class ToolService {
       throw new DomainError("not-found", `Tool not found. Available tools: ${describeTools(plugin.tools)}`);
     }
     const allowed = permissions.get(pluginName);
-    if (allowed.length === 0) throw new DomainError("forbidden", "Plugin is disabled");
-    if (!isToolPermitted(allowed, toolName)) throw new DomainError("forbidden", "Tool not permitted");
+    if (allowed.length === 0)
+      throw new DomainError("forbidden", "Plugin is disabled", { reason: "plugin-disabled" });
+    if (!isToolPermitted(allowed, toolName)) {
+      throw new DomainError("forbidden", "Tool not permitted", { reason: "tool-not-permitted" });
+    }
     // Not an error of the request: the model is told why, and who can change it.
     const refusal = this.options.approvals.refusal(plugin, toolName) ?? this.options.network.refusal(plugin);
     if (refusal) return { kind: "done", outcome: { success: false, error: refusal } };

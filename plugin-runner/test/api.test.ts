@@ -260,9 +260,15 @@ describe("create and configure", () => {
 
   it("refuses unknown keys and plugins without config", async () => {
     const unknown = await t.request("POST", "/configure", { name: cfg, config: { b: 1, a: 2 } });
-    expect(unknown).toEqual({ status: 400, body: { error: 'Unknown config keys: "b", "a"' } });
+    expect(unknown).toEqual({
+      status: 400,
+      body: { error: 'Unknown config keys: "b", "a"', kind: "invalid" },
+    });
     const none = await t.request("POST", "/configure", { name: echo, config: { a: 1 } });
-    expect(none).toEqual({ status: 400, body: { error: "Plugin does not accept configuration." } });
+    expect(none).toEqual({
+      status: 400,
+      body: { error: "Plugin does not accept configuration.", kind: "invalid" },
+    });
     const missing = await t.request("POST", "/configure", { name: "does-not-exist", config: {} });
     expect(missing.status).toBe(404);
   });
@@ -275,14 +281,14 @@ describe("permissions and the manifest cache", () => {
     expect((await set(["plain"])).status).toBe(200);
     expect(await t.request("POST", `/bundles/${echo}/tools/fails/run`, {})).toEqual({
       status: 403,
-      body: { error: "Tool not permitted" },
+      body: { error: "Tool not permitted", kind: "forbidden", reason: "tool-not-permitted" },
     });
     expect((await t.request("POST", `/bundles/${echo}/tools/plain/run`, {})).status).toBe(200);
     expect((await t.request("GET", `/bundles/${echo}`)).body.permissions).toEqual(["plain"]);
     await set([]);
     expect(await t.request("POST", `/bundles/${echo}/tools/plain/run`, {})).toEqual({
       status: 403,
-      body: { error: "Plugin is disabled" },
+      body: { error: "Plugin is disabled", kind: "forbidden", reason: "plugin-disabled" },
     });
     // A plugin rewriting its own config.json cannot lift the owner's choice.
     writeFileSync(join(t.pluginsDir, echo, "config.json"), JSON.stringify({ permissions: ["*"] }));

@@ -66,20 +66,25 @@ describe("async tools and the outbox", () => {
     await vi.waitFor(() => expect(app.messages).toHaveLength(1), 10_000);
     const [message] = app.messages;
     expect(message?.source).toBe(`plugin:${name}/report`);
-    expect(message?.message).toBe(
-      `The run of tool "report" (plugin "${name}") returned:\n\`\`\`\n${JSON.stringify({ done: true }, null, 2)}\n\`\`\``,
-    );
-    expect(message?.files).toEqual([
-      { filename: "report.txt", data: Buffer.from("report body").toString("base64"), mimeType: "text/plain" },
-    ]);
+    expect(message?.pluginResult).toEqual({
+      plugin: name,
+      tool: "report",
+      outcome: {
+        success: true,
+        output: { done: true },
+        files: [{ filename: "report.txt", data: Buffer.from("report body").toString("base64") }],
+      },
+    });
     expect(app.authorizations[0]).toBe(`Bearer ${SECRET}`);
     await vi.waitFor(async () => expect(await t.host.outbox.pending()).toEqual([]), 5_000);
 
     await t.request("POST", `/bundles/${name}/tools/broken/run`, {});
     await vi.waitFor(() => expect(app.messages).toHaveLength(2), 10_000);
-    expect(app.messages[1]?.message).toBe(
-      `The run of tool "broken" (plugin "${name}") failed:\n\`\`\`\nasync failure\n\`\`\``,
-    );
+    expect(app.messages[1]?.pluginResult).toEqual({
+      plugin: name,
+      tool: "broken",
+      outcome: { success: false, error: "async failure" },
+    });
   });
 
   it("gives each result its own idempotency key and repeats it on every attempt", async () => {
@@ -102,8 +107,9 @@ describe("async tools and the outbox", () => {
     for (const message of app.messages) expect(chatRequestSchema.safeParse(message).success).toBe(true);
     // The refused one was sent again with the same key; the other has its own.
     const failed = app.messages[0];
-    const retried = app.messages.slice(1).find((message) => message.message === failed?.message);
-    const other = app.messages.find((message) => message.message !== failed?.message);
+    const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+    const retried = app.messages.slice(1).find((message) => same(message.pluginResult, failed?.pluginResult));
+    const other = app.messages.find((message) => !same(message.pluginResult, failed?.pluginResult));
     expect(failed?.idempotencyKey).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);
     expect(retried?.idempotencyKey).toBe(failed?.idempotencyKey);
     expect(other?.idempotencyKey).toMatch(/^[A-Za-z0-9._:-]{8,200}$/);

@@ -259,9 +259,10 @@ describe("install edge cases", () => {
       10_000,
     );
     const message = app.messages.find((m) => m.source === `plugin:${name}/init`);
-    expect(message?.message).toBe(
-      `Init script for plugin "${name}" completed.\nInit output:\n\`\`\`\ndeps installed\n\`\`\``,
-    );
+    expect(message?.pluginResult).toEqual({
+      plugin: name,
+      outcome: { success: true, output: "deps installed" },
+    });
     await t.request("POST", "/remove", { name });
   });
 

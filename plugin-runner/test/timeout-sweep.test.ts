@@ -83,9 +83,11 @@ describe.runIf(isRoot).each(sandboxModes())(
         expect(processesMatching(`${marker}-timeout`)).toEqual([]);
       }
       await vi.waitFor(() => expect(app.messages).toHaveLength(1), 10_000);
-      expect(app.messages[0]?.message).toBe(
-        `The run of tool "healthy" (plugin "${name}") returned:\n\`\`\`\n${JSON.stringify({ healthy: true }, null, 2)}\n\`\`\``,
-      );
+      expect(app.messages[0]?.pluginResult).toEqual({
+        plugin: name,
+        tool: "healthy",
+        outcome: { success: true, output: { healthy: true } },
+      });
       await t.host.background.idle();
       await t.host.settle();
       expect(processesMatching(marker)).toEqual([]);

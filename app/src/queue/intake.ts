@@ -55,7 +55,8 @@ export async function takeMessage(deps: IntakeDeps, message: IncomingMessage): P
   }
   // Only the owner may stop a running turn; from anyone else "/stop" is an ordinary message.
   const fromOwner =
-    isOwnerConsole(source) || (isChannel(source) && sender !== null && deps.allowlist.isOwner(source, sender));
+    isOwnerConsole(source) ||
+    (isChannel(source) && sender !== null && deps.allowlist.isOwner(source, sender));
   if (message.isStop && fromOwner) {
     const response = deps.queue.stop();
     if (isChannel(source) && sender) await deps.tell(source, sender, response, message.stopKey);

@@ -20,6 +20,7 @@ import { retryLater } from "./outage.js";
 import type { Allowlist } from "../allowlist/allowlist.js";
 import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { CHANNEL_SOURCES, isOwnerConsole } from "../audience.js";
+import { describePluginRun } from "../plugins/result.js";
 import { NotReadyError, takeMessage, type IntakeDeps, type Taken } from "../queue/intake.js";
 import type { MessageQueue } from "../queue/queue.js";
 import { ANSWER_EVENT, type LiveEvents } from "../live/events.js";
@@ -33,6 +34,8 @@ export interface ChatDeps extends IntakeDeps {
   queue: MessageQueue;
   inbox: InboxStore;
   uploadsDir: string;
+  /** Where plugins' output files are kept (`plugin_output/<plugin>/` below it). */
+  filesDir: string;
   allowlist: Allowlist;
   logger: Logger;
   /** A message explaining what configuration is missing, or undefined when the app is ready. */
@@ -78,8 +81,14 @@ function chatHandler(deps: ChatDeps): Handler {
         payload: async () => {
           const attachments = await checkAttachments(body.attachments ?? [], deps.uploadsDir);
           const written = await storeFiles(decodeInlineFiles(body), deps.uploadsDir);
+          // A plugin's result becomes the model's text as a synchronous run's does; the images it
+          // returned are attached too, for the model to see.
+          const run =
+            body.pluginResult && (await describePluginRun({ ...body.pluginResult, filesDir: deps.filesDir }));
+          const message = [body.message, run?.text].filter((part) => part?.trim()).join("\n\n") || undefined;
+          const images = run?.files.filter((file) => file.mimeType.startsWith("image/")) ?? [];
           return {
-            payload: { message: body.message, attachments: [...attachments, ...written] },
+            payload: { message, attachments: [...attachments, ...written, ...images] },
             discard: () => removeFiles(written),
           };
         },

@@ -1,10 +1,4 @@
-import {
-  HttpError,
-  errorMessage,
-  readValidJson,
-  safeEqual,
-  type Handler,
-} from "@stavrobot/common";
+import { HttpError, errorMessage, readValidJson, safeEqual, type Handler } from "@stavrobot/common";
 import { parseTelegramUpdate, telegramUpdateSchema } from "../channels/telegram/inbound.js";
 import { isDatabaseUnavailable } from "../db/database.js";
 import { takeMessage, type IntakeDeps } from "../queue/intake.js";

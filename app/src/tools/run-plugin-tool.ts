@@ -1,22 +1,19 @@
-import { lstat, mkdir, readFile, realpath, rename, writeFile } from "node:fs/promises";
-import { randomUUID } from "node:crypto";
-import { basename, isAbsolute, join, relative, resolve } from "node:path";
+import { lstat, readFile, realpath } from "node:fs/promises";
+import { basename, isAbsolute, relative, resolve } from "node:path";
 import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
-import { encode } from "@toon-format/toon";
 import {
   PLUGIN_FILES_LIMIT_BYTES,
   PLUGIN_NAME_PATTERN,
   ServiceError,
   errorBodyText,
   runToolResponseSchema,
-  toSafeFilename,
 } from "@stavrobot/common";
-import type { RunToolSuccess, ServiceClient, ToolSummary, TransportedFile } from "@stavrobot/common";
-import { fence } from "../plugins/plugin-runner-call.js";
+import type { ServiceClient, ToolSummary, TransportedFile } from "@stavrobot/common";
 import { PluginDetailCache } from "../plugins/detail-cache.js";
+import { describePluginRun } from "../plugins/result.js";
 import { visibleDetail } from "../plugins/visible.js";
-import { RESULT_LIMIT_BYTES, ToolError, capText, textResult } from "./result.js";
+import { ToolError, textResult } from "./result.js";
 
 const parameters = Type.Object({
   plugin: Type.String({ description: "Plugin name." }),
@@ -64,7 +61,6 @@ export function createRunPluginTool(deps: {
         );
       }
       const input = await prepareInput(parseParameters(params.parameters), tool, deps.filesDir);
-      const head = `The run of tool "${tool.name}" (plugin "${plugin}")`;
       let answer;
       try {
         answer = await pluginRunner.request(
@@ -78,7 +74,7 @@ export function createRunPluginTool(deps: {
           if (error.status === 403) {
             details.forget(plugin);
             throw new ToolError(
-              errorBodyText(error.body) === "Plugin is disabled"
+              errorReason(error.body) === "plugin-disabled"
                 ? `Plugin '${plugin}' not found.`
                 : `Tool '${tool.name}' not found on plugin '${plugin}'.`,
             );
@@ -96,10 +92,14 @@ export function createRunPluginTool(deps: {
           `Tool "${tool.name}" (plugin "${plugin}") is running asynchronously. The result will arrive when it completes.`,
         );
       }
-      if (!data.success)
-        throw new ToolError(`${head} failed:\n${fence(capText(data.error, RESULT_LIMIT_BYTES, ""))}`);
-      // "plugin_output" cannot be a plugin name (no underscores), so it never meets "uploads".
-      return textResult(await describeSuccess(head, data, join(deps.filesDir, "plugin_output", plugin)));
+      const run = await describePluginRun({
+        plugin,
+        tool: tool.name,
+        outcome: data,
+        filesDir: deps.filesDir,
+      });
+      if (!run.ok) throw new ToolError(run.text);
+      return textResult(run.text);
     },
   };
 }
@@ -154,30 +154,8 @@ async function readInputFile(key: string, path: string, filesDir: string): Promi
   return { filename: basename(real), data: (await readFile(real)).toString("base64") };
 }
 
-async function describeSuccess(head: string, data: RunToolSuccess, outputDir: string): Promise<string> {
-  const output = typeof data.output === "string" ? data.output : encode(data.output ?? null);
-  const shown = capText(output, RESULT_LIMIT_BYTES, "Ask the plugin for less output, if it has a way to.");
-  const parts = [`${head} returned:\n${fence(shown)}`];
-  if (data.files?.length) {
-    const saved = await saveFiles(data.files, outputDir);
-    parts.push(`Output files:\n${saved.map((file) => `- ${file.path} (${file.size} bytes)`).join("\n")}`);
-  }
-  if (data.warnings?.length) parts.push(data.warnings.join("\n"));
-  return parts.join("\n\n");
-}
-
-/** Saves returned files under `<filesDir>/<plugin>/`, replacing (never following) what is there. */
-async function saveFiles(files: TransportedFile[], dir: string): Promise<{ path: string; size: number }[]> {
-  await mkdir(dir, { recursive: true });
-  const saved: { path: string; size: number }[] = [];
-  for (const file of files) {
-    const name = toSafeFilename(file.filename, "output");
-    const data = Buffer.from(file.data, "base64");
-    const path = join(dir, name);
-    const temp = join(dir, `.tmp-${randomUUID()}`);
-    await writeFile(temp, data, { flag: "wx" });
-    await rename(temp, path);
-    saved.push({ path, size: data.length });
-  }
-  return saved;
+/** The runner's reason for a refusal (`{error, kind, reason}`), matched instead of its words. */
+function errorReason(body: unknown): string | undefined {
+  const reason = (body as { reason?: unknown } | undefined)?.reason;
+  return typeof reason === "string" ? reason : undefined;
 }

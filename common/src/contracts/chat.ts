@@ -17,6 +17,30 @@ export const inlineFileSchema = z.strictObject({
 });
 
 /**
+ * A plugin's run that ended on its own time (an async tool, an init script), as the runner sends
+ * it back: the same outcome a synchronous run answers with, which the app turns into the model's
+ * text exactly as it does a synchronous one (`plugins/result.ts`). Files ride as base64.
+ */
+export const pluginResultSchema = z.strictObject({
+  plugin: storableString().min(1).max(200),
+  /** The tool that ran; absent for the plugin's init script. */
+  tool: storableString().min(1).max(200).optional(),
+  outcome: z.union([
+    z.strictObject({
+      success: z.literal(true),
+      output: z.unknown(),
+      files: z
+        .array(z.strictObject({ filename: storableString().min(1).max(255), data: z.string() }))
+        .max(CHAT_MAX_FILES)
+        .optional(),
+      warnings: z.array(storableString()).optional(),
+    }),
+    z.strictObject({ success: z.literal(false), error: storableString() }),
+  ]),
+});
+export type PluginResult = z.infer<typeof pluginResultSchema>;
+
+/**
  * `POST /chat` on the app (external port with the owner's password, internal port with the
  * internal service secret). At least one content field must be present.
  */
@@ -34,14 +58,19 @@ export const chatRequestSchema = z
      * recognised and not processed again.
      */
     idempotencyKey: idempotencyKeySchema.optional(),
+    /** A plugin's result (internal port: the plugin-runner's outbox). */
+    pluginResult: pluginResultSchema.optional(),
   })
   .refine(
     (body) =>
       (body.message !== undefined && body.message.trim().length > 0) ||
       body.audio !== undefined ||
       (body.attachments?.length ?? 0) > 0 ||
-      (body.files?.length ?? 0) > 0,
-    { message: "At least one of 'message', 'audio', 'attachments' or 'files' must be present" },
+      (body.files?.length ?? 0) > 0 ||
+      body.pluginResult !== undefined,
+    {
+      message: "At least one of 'message', 'audio', 'attachments', 'files' or 'pluginResult' must be present",
+    },
   );
 
 export type ChatRequest = z.infer<typeof chatRequestSchema>;

@@ -125,7 +125,7 @@ describe("createRequestListener", () => {
     expect(r.headers.get("x-test-header")).toBe("on-every-response");
   });
 
-  it("a DomainError gives the status of its kind, its message and details, and is not logged", async () => {
+  it("a DomainError gives the status of its kind, its message, its kind and details, and is not logged", async () => {
     const before = logged.length;
     const expected: Record<string, number> = {
       invalid: 400,
@@ -142,6 +142,7 @@ describe("createRequestListener", () => {
       expect(r.status, kind).toBe(status);
       expect(JSON.parse(r.text)).toEqual({
         error: `a ${kind} error`,
+        kind,
         ...(kind === "invalid" ? { field: "x" } : {}),
       });
       expect(r.headers.get("x-test-header")).toBe("on-every-response");
@@ -154,7 +155,12 @@ describe("createRequestListener", () => {
     const r = await fetchJson(`${base}/limited`, { headers: auth });
     expect(r.status).toBe(429);
     expect(r.headers.get("retry-after")).toBe("42");
-    expect(JSON.parse(r.text)).toEqual({ error: "rate_limited", retryAfterSeconds: 42, challengeToken: "t" });
+    expect(JSON.parse(r.text)).toEqual({
+      error: "rate_limited",
+      kind: "rate-limited",
+      retryAfterSeconds: 42,
+      challengeToken: "t",
+    });
   });
 
   it("a plain Error gives a bare 500 that never echoes the internal message, and is logged", async () => {

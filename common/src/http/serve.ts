@@ -33,12 +33,21 @@ export const DOMAIN_ERROR_STATUS: Readonly<Record<DomainErrorKind, number>> = {
   unavailable: 503,
 };
 
-/** A DomainError as the HttpError it is answered with (a rate limit's wait also as `Retry-After`). */
+/**
+ * A DomainError as the HttpError it is answered with: `{error, kind, ...details}`, so a caller
+ * tells errors apart by their kind (and a detail such as `reason`), never by their words; a rate
+ * limit's wait also as `Retry-After`.
+ */
 export function toHttpError(error: DomainError): HttpError {
   const wait = error.details?.retryAfterSeconds;
   const headers =
     error.kind === "rate-limited" && typeof wait === "number" ? { "Retry-After": String(wait) } : undefined;
-  return new HttpError(DOMAIN_ERROR_STATUS[error.kind], error.message, error.details, headers);
+  return new HttpError(
+    DOMAIN_ERROR_STATUS[error.kind],
+    error.message,
+    { kind: error.kind, ...error.details },
+    headers,
+  );
 }
 
 /**

@@ -1,7 +1,7 @@
 import { sanitizeText } from "@stavrobot/common";
 import type { ProcessResult } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
-import type { RunOutcome } from "../messages.js";
+import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin, ToolDef } from "../plugins.js";
 import type { ValidatedParams } from "../validate.js";
 

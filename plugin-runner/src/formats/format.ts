@@ -1,5 +1,5 @@
 import type { ToolParameter } from "@stavrobot/common";
-import type { RunOutcome } from "../messages.js";
+import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin, ToolDef } from "../plugins.js";
 import type { ValidatedParams } from "../validate.js";
 

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { collectOutputFiles, resolveInside, sanitizeDeep, sanitizeText } from "@stavrobot/common";
 import type { ProcessResult, TransportedFile } from "@stavrobot/common";
 import type { Executor, Limits } from "../executor.js";
-import type { RunOutcome } from "../messages.js";
+import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin, ToolDef } from "../plugins.js";
 import type { ValidatedParams } from "../validate.js";
 

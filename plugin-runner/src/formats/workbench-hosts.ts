@@ -11,7 +11,7 @@ import {
 import type { Logger } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
-import type { RunOutcome } from "../messages.js";
+import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin } from "../plugins.js";
 import { normaliseToolResponse, responseOutcome, thrownResponse } from "./workbench-result.js";
 

@@ -1,5 +1,5 @@
 import { sanitizeDeep, sanitizeText } from "@stavrobot/common";
-import type { RunOutcome } from "../messages.js";
+import type { RunOutcome } from "../chat-messages.js";
 
 /** Workbench's `ToolResponse`: what every tool result becomes. */
 export interface ToolResponse {
