@@ -13,12 +13,12 @@
  *    with compactions): start, first turn, request size, db_search time, against an empty one and
  *    one holding only the same recent conversation.
  * 5. The plugin-runner's own figures and what run_plugin_tool adds to a spawn.
+ * 6. Start while writing: turns on an idle queue with `[queue] startWhileWriting` on and off.
  *
- * BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE, BENCH_ONLY (comma list of turns, bytes,
- * scale, plugins) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
+ * Sections 1, 2 and 6 are in `turns.ts`. BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE,
+ * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
  * bench may create databases on (without one, only PGlite is measured).
  */
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { silentLogger } from "@stavrobot/common";
 import {
@@ -30,8 +30,7 @@ import {
 } from "@stavrobot/common/test-support";
 import { openDatabase } from "../src/db/database.js";
 import { createDbSearchTool } from "../src/tools/db-search.js";
-import { configFor, createTestEnv, startTestApp, type TestEnv } from "../test/helpers/app.js";
-import { repoRoot } from "../test/helpers/process.js";
+import { configFor, startTestApp } from "../test/helpers/app.js";
 import { COMPACT_EVERY, fillHistory } from "./history.js";
 import {
   median,
@@ -41,154 +40,17 @@ import {
   ratio,
   scriptTurns,
   timeTurns,
-  treeRssMb,
   type ChatTarget,
 } from "./measure.js";
 import { benchRunPluginTool } from "./plugin-tool.js";
 import { launchProduct } from "./product.js";
+import { DATABASES, environment, type DbKind } from "./setup.js";
+import { startWhileWriting, turnsAndStartUp } from "./turns.js";
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const TURNS = Number(process.env.BENCH_TURNS ?? 100);
 const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
-/**
- * The reference product's figures from the side-by-side run that set this bench's goals, with the
- * floor measured in that run (4.3–4.7 ms). Absolute times drift between days: the table shows them
- * scaled by this run's floor, in the floor column.
- */
-const REFERENCE = { floorMs: 4.5, firstChatMs: 69, startMs: 775 };
-
 /** Starts per database in the history-at-scale section (start time and first turn: medians). */
 const SCALE_STARTS = 9;
-const ONLY = new Set((process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins").split(","));
-const SERVER_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-
-type DbKind = "postgres" | "pglite";
-const DATABASES: DbKind[] = SERVER_URL ? ["postgres", "pglite"] : ["pglite"];
-
-/** A test environment (config + data dir + database) on the chosen database. */
-async function environment(kind: DbKind, config: string): Promise<TestEnv> {
-  if (kind === "postgres") process.env.TEST_DATABASE_URL = SERVER_URL;
-  else delete process.env.TEST_DATABASE_URL;
-  try {
-    return await createTestEnv(config);
-  } finally {
-    delete process.env.TEST_DATABASE_URL;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// 1 and 2: turns, start-up, memory
-// ---------------------------------------------------------------------------------------------
-
-interface RoundFigures {
-  tool: number;
-  echo: number;
-  firstChat?: number;
-  start?: number;
-  rssApp?: number;
-  rssAll?: number;
-  pssAll?: number;
-}
-
-async function floorRound(fake: FakeLlmServer): Promise<RoundFigures> {
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", "app/bench/floor.ts"], {
-    cwd: repoRoot,
-    env: { ...process.env, FLOOR_MODEL_URL: fake.url, PORT: "0" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stdout?.once("data", (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
-    child.once("exit", (code) => reject(new Error(`floor exited with ${code}`)));
-  });
-  try {
-    const target: ChatTarget = { url: `http://127.0.0.1:${port}` };
-    scriptTurns(fake);
-    const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
-    const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
-    return { tool, echo };
-  } finally {
-    child.kill("SIGTERM");
-  }
-}
-
-async function productRound(fake: FakeLlmServer, kind: DbKind): Promise<RoundFigures> {
-  const env = await environment(kind, configFor(fake));
-  try {
-    scriptTurns(fake);
-    // The first start creates the database; the ones measured start on an existing one: one for
-    // the first /chat sent as soon as the start is answered, and the turns; one left idle for memory.
-    await (await launchProduct(env.env)).stop();
-    const idle = await launchProduct(env.env);
-    let rss: ReturnType<typeof treeRssMb>;
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
-      rss = treeRssMb(idle.child.pid as number);
-    } finally {
-      await idle.stop();
-    }
-    const product = await launchProduct(env.env);
-    try {
-      const target: ChatTarget = { url: product.url, password: product.password };
-      const first = performance.now();
-      const answer = await postChat(target, "tool first");
-      const firstChat = performance.now() - first;
-      if (answer.response !== "done") throw new Error(`unexpected first answer: ${answer.response}`);
-      // The app is the launcher's child (the launcher runs it in-process): own = launcher + app.
-      const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
-      const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
-      return {
-        tool,
-        echo,
-        firstChat,
-        start: median([idle.startMs, product.startMs]),
-        rssApp: rss.own,
-        rssAll: rss.total,
-        pssAll: rss.pss,
-      };
-    } finally {
-      await product.stop();
-    }
-  } finally {
-    await env.cleanup();
-  }
-}
-
-function spread(rounds: RoundFigures[], floors: RoundFigures[], key: "tool" | "echo"): string {
-  const ratios = rounds.map((round, i) => round[key] / (floors[i]?.[key] ?? NaN)).filter(Number.isFinite);
-  if (ratios.length === 0) return "n/a";
-  return `${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×`;
-}
-
-async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
-  const floor: RoundFigures[] = [];
-  const product: Record<DbKind, RoundFigures[]> = { postgres: [], pglite: [] };
-  for (let round = 1; round <= ROUNDS; round++) {
-    process.stderr.write(`bench: turns, round ${round}/${ROUNDS}\n`);
-    floor.push(await floorRound(fake));
-    for (const kind of DATABASES) product[kind].push(await productRound(fake, kind));
-    fake.reset();
-  }
-  const pick = (rounds: RoundFigures[], key: keyof RoundFigures) => median(rounds.map((r) => r[key] ?? NaN));
-  const floorTool = pick(floor, "tool");
-  const floorEcho = pick(floor, "echo");
-  const scaled = (referenceMs: number) => (referenceMs * floorTool) / REFERENCE.floorMs;
-  const header = `| figure (median of ${ROUNDS} rounds, ${TURNS} turns each) | floor | ${DATABASES.map((k) => `${k} | ×floor`).join(" | ")} |`;
-  const rows = [
-    header,
-    `|---|---|${DATABASES.map(() => "---|---").join("|")}|`,
-    `| /chat turn with one tool call, p50 | ${ms(floorTool)} | ${DATABASES.map((k) => `${ms(pick(product[k], "tool"))} | ${ratio(pick(product[k], "tool"), floorTool)}`).join(" | ")} |`,
-    `| echo turn (no tool), p50 | ${ms(floorEcho)} | ${DATABASES.map((k) => `${ms(pick(product[k], "echo"))} | ${ratio(pick(product[k], "echo"), floorEcho)}`).join(" | ")} |`,
-    // Each round's product against the floor measured just before it: how much one round varies.
-    `| ×floor per round, tool turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "tool")}`).join(" | ")} |`,
-    `| ×floor per round, echo turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "echo")}`).join(" | ")} |`,
-    `| first /chat (tool) sent as soon as a start is answered | reference ≈ ${ms(scaled(REFERENCE.firstChatMs))} | ${DATABASES.map((k) => `${ms(pick(product[k], "firstChat"))} | ${ratio(pick(product[k], "firstChat"), floorTool)}`).join(" | ")} |`,
-    `| start on an existing database → first authenticated 200 | reference ≈ ${ms(scaled(REFERENCE.startMs))} | ${DATABASES.map((k) => `${ms(pick(product[k], "start"))} | `).join(" | ")} |`,
-    `| idle RSS, launcher + app process | — | ${DATABASES.map((k) => `${pick(product[k], "rssApp").toFixed(0)} MB | `).join(" | ")} |`,
-    `| idle RSS, every process of \`npm start\` (sum) | — | ${DATABASES.map((k) => `${pick(product[k], "rssAll").toFixed(0)} MB | `).join(" | ")} |`,
-    `| idle PSS, every process of \`npm start\` (shared pages once) | — | ${DATABASES.map((k) => `${pick(product[k], "pssAll").toFixed(0)} MB | `).join(" | ")} |`,
-  ];
-  return rows;
-}
+const ONLY = new Set((process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins,writing").split(","));
 
 // ---------------------------------------------------------------------------------------------
 // 3: bytes to the model
@@ -466,6 +328,7 @@ try {
   if (ONLY.has("bytes")) sections.push(await bytesToTheModel(caching));
   if (ONLY.has("scale")) sections.push(await historyAtScale(fake));
   if (ONLY.has("plugins")) sections.push(await pluginFigures());
+  if (ONLY.has("writing")) sections.push(await startWhileWriting(fake));
 } finally {
   await fake.close();
   await caching.close();

@@ -162,7 +162,7 @@ describe("pages through /chat and over HTTP", () => {
     expect(await injected.json()).toEqual([]);
     const missing = await query("by_author");
     expect(missing.status).toBe(400);
-    expect(await missing.json()).toEqual({ error: "Missing query parameter: author" });
+    expect(await missing.json()).toEqual({ error: "Missing query parameter: author", kind: "invalid" });
     for (const name of [
       "insert",
       "chained",

@@ -76,7 +76,7 @@ describe("GET /api/explorer/tables/<t>", () => {
     ]) {
       const answer = await get(path);
       expect(answer.status, path).toBe(404);
-      expect(answer.json).toEqual({ error: "Table not found" });
+      expect(answer.json).toEqual({ error: "Table not found", kind: "not-found" });
     }
     expect((await get("/api/explorer/tables/inbox")).status).toBe(200);
   });

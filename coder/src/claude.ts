@@ -9,7 +9,7 @@ import type { StagedPrompts } from "./prompts.js";
 /** What a task produced: the agent's answer, or why there is none. */
 export type TaskOutcome = { ok: true; text: string } | { ok: false; reason: string };
 
-export interface ClaudeCliOptions {
+export interface ClaudeCliDeps {
   sandbox: Sandbox;
   prompts: StagedPrompts;
   config: Pick<CoderConfig, "claudePath" | "searchPath" | "home" | "model" | "timeoutMs" | "auth">;
@@ -31,11 +31,11 @@ const TAIL_CHARS = 2_000;
  * network is on, since the agent must reach the model's API.
  */
 export class ClaudeCli {
-  constructor(private readonly options: ClaudeCliOptions) {}
+  constructor(private readonly deps: ClaudeCliDeps) {}
 
   /** The CLI's absolute path, or undefined when it is not installed (looked up for every task). */
   locate(): string | undefined {
-    const { claudePath, searchPath } = this.options.config;
+    const { claudePath, searchPath } = this.deps.config;
     if (!claudePath.includes("/")) return which(claudePath, searchPath);
     const path = resolve(claudePath);
     try {
@@ -47,7 +47,7 @@ export class ClaudeCli {
   }
 
   async run(target: PluginTarget, message: string): Promise<TaskOutcome> {
-    const { sandbox, prompts, config } = this.options;
+    const { sandbox, prompts, config } = this.deps;
     const cli = this.locate();
     if (!cli) {
       return {
@@ -106,14 +106,14 @@ export class ClaudeCli {
       // Not resolvable: the launcher's own directory is all there is.
     }
     for (const program of RUNTIMES) {
-      const found = which(program, this.options.config.searchPath);
+      const found = which(program, this.deps.config.searchPath);
       if (found) dirs.push(dirname(found));
     }
     return [...new Set(dirs)];
   }
 
   private env(home: string, path: string): Record<string, string> {
-    const { auth } = this.options.config;
+    const { auth } = this.deps.config;
     const env: Record<string, string> = {
       PATH: path,
       HOME: home,

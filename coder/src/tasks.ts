@@ -6,7 +6,7 @@ import type { TaskOutcome } from "./claude.js";
 
 export type CodingTask = CodeRequest;
 
-export interface TaskQueueOptions {
+export interface TaskQueueDeps {
   /** Where each accepted task is recorded until its result is safely in the outbox. */
   dir: string;
   outbox: Pick<Outbox, "enqueue">;
@@ -43,13 +43,13 @@ export class TaskQueue {
   private readonly maxConcurrent: number;
   private stopped = true;
 
-  constructor(private readonly options: TaskQueueOptions) {
-    this.maxConcurrent = options.maxConcurrent ?? 2;
+  constructor(private readonly deps: TaskQueueDeps) {
+    this.maxConcurrent = deps.maxConcurrent ?? 2;
   }
 
   /** Picks up what a previous run left: unstarted tasks are queued again, cut-off ones reported. */
   async start(): Promise<void> {
-    const { dir, logger } = this.options;
+    const { dir, logger } = this.deps;
     await mkdir(dir, { recursive: true, mode: 0o700 });
     await chmod(dir, 0o700);
     this.stopped = false;
@@ -69,7 +69,7 @@ export class TaskQueue {
         continue;
       }
       logger.warn("a coding task was cut off by a restart", { taskId: record.task.taskId });
-      await this.options
+      await this.deps
         .recover(record.task)
         .catch((error: unknown) =>
           logger.error("could not clean up a cut-off task", { error: errorMessage(error) }),
@@ -130,12 +130,12 @@ export class TaskQueue {
   }
 
   private async execute(task: CodingTask): Promise<void> {
-    const { logger } = this.options;
+    const { logger } = this.deps;
     let outcome: TaskOutcome;
     try {
       await this.save({ task, started: true });
       logger.info("coding task started", { taskId: task.taskId, plugin: task.plugin });
-      outcome = await this.options.run(task);
+      outcome = await this.deps.run(task);
     } catch (error) {
       logger.error("coding task crashed", { taskId: task.taskId, error: errorMessage(error) });
       outcome = { ok: false, reason: `the coder hit an internal error: ${errorMessage(error)}` };
@@ -147,13 +147,13 @@ export class TaskQueue {
   /** Result into the outbox, then the record goes; a failure here leaves the record for a restart. */
   private async report(task: CodingTask, outcome: TaskOutcome): Promise<void> {
     try {
-      await this.options.outbox.enqueue(
+      await this.deps.outbox.enqueue(
         { message: resultMessage(task, outcome), source: "coder", sender: "coder-agent" },
         { id: task.taskId },
       );
       await rm(this.recordPath(task.taskId), { force: true });
     } catch (error) {
-      this.options.logger.error("could not queue a task's result", {
+      this.deps.logger.error("could not queue a task's result", {
         taskId: task.taskId,
         error: errorMessage(error),
       });
@@ -165,7 +165,7 @@ export class TaskQueue {
   }
 
   private recordPath(taskId: string): string {
-    return join(this.options.dir, `${taskId}.json`);
+    return join(this.deps.dir, `${taskId}.json`);
   }
 }
 

@@ -68,7 +68,10 @@ describe("POST /code", () => {
 
   it("refuses a plugin that does not exist", async () => {
     const answer = await code("no-such-plugin");
-    expect(answer).toEqual({ status: 400, body: { error: 'Plugin "no-such-plugin" does not exist.' } });
+    expect(answer).toEqual({
+      status: 400,
+      body: { error: 'Plugin "no-such-plugin" does not exist.', kind: "invalid" },
+    });
   });
 
   it("refuses a git-installed plugin: only editable plugins may change", async () => {

@@ -35,7 +35,7 @@ describe("main.ts as a real process", () => {
         body,
       });
       expect(authed.status).toBe(400);
-      expect(await authed.json()).toEqual({ error: 'Plugin "nope" does not exist.' });
+      expect(await authed.json()).toEqual({ error: 'Plugin "nope" does not exist.', kind: "invalid" });
     } finally {
       service.child.kill("SIGTERM");
     }

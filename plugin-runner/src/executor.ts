@@ -39,7 +39,7 @@ export const DEFAULT_LIMITS: Limits = {
   processes: 256,
 };
 
-export interface ExecutorOptions {
+export interface ExecutorDeps {
   cacheDir: string;
   /** Per-plugin persistent data directories (Cyclop One's `data_dir`), one per plugin. */
   dataDir: string;
@@ -75,7 +75,7 @@ export interface PluginProcess {
   timeoutMs: number;
   /** Extra environment (git's settings during an update, a format's own variables). */
   env?: Record<string, string>;
-  /** Network for this process; default the plugin's (see `ExecutorOptions.networkOf`). */
+  /** Network for this process; default the plugin's (see `ExecutorDeps.networkOf`). */
   network?: boolean;
   /** The error text of a non-zero exit, in the format's words; default stderr then stdout. */
   failure?: (result: ProcessResult) => string;
@@ -106,14 +106,13 @@ export class Executor {
   private toolPath: string;
   private warnedNoSweep = false;
 
-  constructor(private readonly options: ExecutorOptions) {
-    this.runtimes =
-      options.sandbox.mode === "namespaces" ? runtimeMountsFor(options.toolEnv, options.home) : [];
-    this.toolPath = options.toolEnv.path;
+  constructor(private readonly deps: ExecutorDeps) {
+    this.runtimes = deps.sandbox.mode === "namespaces" ? runtimeMountsFor(deps.toolEnv, deps.home) : [];
+    this.toolPath = deps.toolEnv.path;
   }
 
   get limits(): Limits {
-    return this.options.limits;
+    return this.deps.limits;
   }
 
   /** Replaces the tools' PATH (plain mode: without the directories plugin users cannot reach). */
@@ -128,7 +127,7 @@ export class Executor {
 
   /** The plugin's user (created and given the plugin if needed) and its private cache dirs. */
   async preparePlugin(pluginDir: string, plugin: string): Promise<Prepared> {
-    const { isolation, cacheDir, toolEnv } = this.options;
+    const { isolation, cacheDir, toolEnv } = this.deps;
     let owner = await isolation.lookupUser(plugin);
     if (isolation.enabled && !owner) owner = await isolation.ensureUser(plugin);
     if (owner) {
@@ -141,7 +140,7 @@ export class Executor {
     for (const sub of ["home", "uv", ...(toolEnv.uvPythonInstallDir ? [] : ["python"])]) {
       await ensureRealDir(join(cache, sub), 0o700, owner);
     }
-    const data = join(this.options.dataDir, plugin);
+    const data = join(this.deps.dataDir, plugin);
     await ensureRealDir(data, 0o700, owner);
     const prepared: Prepared = owner ? { owner, cache, data } : { cache, data };
     this.prepared.set(plugin, prepared);
@@ -176,7 +175,7 @@ export class Executor {
     const paths = this.pluginPaths(pseudo, prepared, undefined);
     const dir = paths.toSandbox(pluginDir);
     return this.track(plugin, () =>
-      this.options.sandbox.run({
+      this.deps.sandbox.run({
         command: "git",
         args: ["-C", dir, ...args],
         cwd: dir,
@@ -184,7 +183,7 @@ export class Executor {
         timeoutMs,
         stdoutLimitBytes: 1024 * 1024,
         stderrLimitBytes: 64 * 1024,
-        killGraceMs: this.options.limits.killGraceMs,
+        killGraceMs: this.deps.limits.killGraceMs,
         mounts: paths.mounts,
         ...(prepared.owner ? { user: prepared.owner } : {}),
       }),
@@ -218,7 +217,7 @@ export class Executor {
   }
 
   private afterLastRun(plugin: string): void {
-    const { isolation, sandbox, logger } = this.options;
+    const { isolation, sandbox, logger } = this.deps;
     if (sandbox.mode === "namespaces") return;
     if (!isolation.enabled) {
       if (!this.warnedNoSweep) {
@@ -248,8 +247,8 @@ export class Executor {
     owner: Owner | undefined,
     work: (dir: { host: string; visible: string }) => Promise<T>,
   ): Promise<T> {
-    if (this.options.sandbox.mode === "namespaces") {
-      const host = join(this.options.runsDir, `${plugin}-${randomUUID()}`);
+    if (this.deps.sandbox.mode === "namespaces") {
+      const host = join(this.deps.runsDir, `${plugin}-${randomUUID()}`);
       await mkdir(host, { mode: 0o700 });
       if (owner) await lchown(host, owner.uid, owner.gid);
       try {
@@ -261,7 +260,7 @@ export class Executor {
     let turn = this.turns.get(plugin);
     if (!turn) this.turns.set(plugin, (turn = new SerialLock()));
     return turn.run(async () => {
-      const host = join(this.options.tmpDir ?? "/tmp", plugin);
+      const host = join(this.deps.tmpDir ?? "/tmp", plugin);
       await mkdir(dirname(host), { recursive: true });
       // The shared /tmp: anyone may have planted a symlink or a directory at the path.
       await freshDir(host, 0o700, owner);
@@ -269,7 +268,7 @@ export class Executor {
         return await work({ host, visible: host });
       } finally {
         await removeTree(host).catch((error: unknown) =>
-          this.options.logger.warn("could not empty a plugin's work dir", { plugin, error: String(error) }),
+          this.deps.logger.warn("could not empty a plugin's work dir", { plugin, error: String(error) }),
         );
       }
     });
@@ -281,8 +280,8 @@ export class Executor {
     prepared: Prepared,
     workHost: string | undefined,
   ) {
-    const { toolEnv } = this.options;
-    const namespaces = this.options.sandbox.mode === "namespaces";
+    const { toolEnv } = this.deps;
+    const namespaces = this.deps.sandbox.mode === "namespaces";
     const pluginRoot = namespaces ? `/plugins/${plugin.name}` : plugin.dir;
     const cacheRoot = namespaces ? `/cache/${plugin.name}` : prepared.cache;
     const dataRoot = namespaces ? `/plugin-data/${plugin.name}` : prepared.data;
@@ -309,7 +308,7 @@ export class Executor {
       if (rel.startsWith("..") || isAbsolute(rel)) throw new Error(`${hostPath} is outside the plugin`);
       return rel ? `${pluginRoot}/${rel}` : pluginRoot;
     };
-    const network = this.options.networkOf ? this.options.networkOf(plugin) : plugin.network;
+    const network = this.deps.networkOf ? this.deps.networkOf(plugin) : plugin.network;
     return { env, mounts, toSandbox, pluginRoot, cacheRoot, dataRoot, network };
   }
 
@@ -319,7 +318,7 @@ export class Executor {
     paths: { env: Record<string, string>; mounts: Mount[]; network: boolean },
     process: PluginProcess,
   ): Promise<{ ok: true; process: ProcessResult } | { ok: false; outcome: RunOutcome }> {
-    const { limits, sandbox } = this.options;
+    const { limits, sandbox } = this.deps;
     const result = await this.track(plugin, () =>
       sandbox.run({
         command: process.command,
@@ -364,15 +363,15 @@ export class Executor {
     paths: { env: Record<string, string>; mounts: Mount[]; network: boolean },
     process: { command: string; args: string[]; cwd: string; env?: Record<string, string> },
   ): LongLivedProcess {
-    return this.options.sandbox.start({
+    return this.deps.sandbox.start({
       command: process.command,
       args: process.args,
       cwd: process.cwd,
       env: { ...paths.env, ...process.env },
       mounts: paths.mounts,
       network: paths.network,
-      limits: { processes: this.options.limits.processes },
-      stderrTailBytes: this.options.limits.stderrLimitBytes,
+      limits: { processes: this.deps.limits.processes },
+      stderrTailBytes: this.deps.limits.stderrLimitBytes,
       ...(prepared.owner ? { user: prepared.owner } : {}),
     });
   }
@@ -380,7 +379,7 @@ export class Executor {
   /** Error texts for the model: storable text, and no host paths of temporary directories. */
   tidy(text: string): string {
     let out = sanitizeText(text);
-    for (const dir of [this.options.runsDir, this.options.cacheDir, this.options.dataDir])
+    for (const dir of [this.deps.runsDir, this.deps.cacheDir, this.deps.dataDir])
       out = out.split(dir + "/").join("");
     return out;
   }
@@ -388,7 +387,7 @@ export class Executor {
   private removeLater(dir: string): void {
     const removal: Promise<void> = removeTree(dir)
       .catch((error: unknown) =>
-        this.options.logger.warn("could not remove run dir", { runDir: basename(dir), error: String(error) }),
+        this.deps.logger.warn("could not remove run dir", { runDir: basename(dir), error: String(error) }),
       )
       .finally(() => this.cleanups.delete(removal));
     this.cleanups.add(removal);

@@ -12,7 +12,7 @@ export interface Installer {
   install(url: string, progress?: InstallProgress): Promise<InstallResponse>;
 }
 
-export interface InstallJobsOptions {
+export interface InstallJobsDeps {
   installer: Installer;
   background: BackgroundTasks;
   logger: Logger;
@@ -43,10 +43,10 @@ export class InstallJobs {
   private readonly maxFinished: number;
   private readonly now: () => number;
 
-  constructor(private readonly options: InstallJobsOptions) {
-    this.ttlMs = options.ttlMs ?? 15 * 60_000;
-    this.maxFinished = options.maxFinished ?? 50;
-    this.now = options.now ?? Date.now;
+  constructor(private readonly deps: InstallJobsDeps) {
+    this.ttlMs = deps.ttlMs ?? 15 * 60_000;
+    this.maxFinished = deps.maxFinished ?? 50;
+    this.now = deps.now ?? Date.now;
   }
 
   /** Starts an install; a URL the blocking call would refuse is refused here too, before any job exists. */
@@ -61,9 +61,9 @@ export class InstallJobs {
     const progress: InstallProgress = (state) => {
       record.job.state = state;
     };
-    this.options.background.run(`install ${url}`, async () => {
+    this.deps.background.run(`install ${url}`, async () => {
       try {
-        const result = await this.options.installer.install(url, progress);
+        const result = await this.deps.installer.install(url, progress);
         const output = result.init_output ? cap(result.init_output) : undefined;
         this.finish(record, { state: "done", result, ...(output ? { output } : {}) });
       } catch (error) {
@@ -88,7 +88,7 @@ export class InstallJobs {
   private describe(error: unknown, url: string): { error: string; status: number } {
     if (error instanceof DomainError)
       return { error: error.message, status: DOMAIN_ERROR_STATUS[error.kind] };
-    this.options.logger.error("install job failed", { url, error: errorMessage(error) });
+    this.deps.logger.error("install job failed", { url, error: errorMessage(error) });
     return { error: "Internal server error", status: 500 };
   }
 

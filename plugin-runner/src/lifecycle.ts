@@ -45,7 +45,7 @@ import { truncateInstructions } from "./present.js";
 import type { RunningRecords } from "./running.js";
 import type { Isolation } from "./users.js";
 
-export interface LifecycleOptions {
+export interface LifecycleDeps {
   pluginsDir: string;
   cacheDir: string;
   dataDir: string;
@@ -71,7 +71,7 @@ export interface LifecycleOptions {
 export class Lifecycle {
   private readonly lock = new SerialLock();
 
-  constructor(private readonly options: LifecycleOptions) {}
+  constructor(private readonly deps: LifecycleDeps) {}
 
   /**
    * Installs from a git URL, optionally naming a folder of the repository (`#path=<dir>`).
@@ -80,9 +80,9 @@ export class Lifecycle {
   install(url: string, progress?: InstallProgress): Promise<InstallResponse> {
     const source = parseInstallUrl(url);
     return this.lock.run(async () => {
-      const { pluginsDir } = this.options;
+      const { pluginsDir } = this.deps;
       progress?.("cloning");
-      const fetched = await fetchPlugin(source, this.options);
+      const fetched = await fetchPlugin(source, this.deps);
       let installed: string | undefined;
       try {
         const name = fetched.plugin.name;
@@ -90,10 +90,7 @@ export class Lifecycle {
           throw new DomainError("conflict", `Plugin "${name}" is already installed.`);
         await rename(fetched.root, join(pluginsDir, name));
         installed = name;
-        await this.options.sources.set(
-          name,
-          source.path ? { url: source.url, path: source.path } : undefined,
-        );
+        await this.deps.sources.set(name, source.path ? { url: source.url, path: source.path } : undefined);
         return await this.setUp(name, "installed", progress);
       } catch (error) {
         if (installed) await this.purge(installed);
@@ -107,7 +104,7 @@ export class Lifecycle {
   update(name: string): Promise<InstallResponse> {
     return this.lock.run(async () => {
       const dir = await this.existingDir(name);
-      const source = this.options.sources.get(name);
+      const source = this.deps.sources.get(name);
       if (source) return this.updateFolder(name, dir, source);
       if (!(await pathExists(join(dir, ".git")))) {
         throw new DomainError(
@@ -116,12 +113,12 @@ export class Lifecycle {
         );
       }
       // The code is about to change under them, and nothing of the plugin may race the chown below.
-      await this.options.formats.stop(name);
-      await this.options.isolation.killProcesses(name);
-      const timeoutMs = this.options.gitTimeoutMs;
+      await this.deps.formats.stop(name);
+      await this.deps.isolation.killProcesses(name);
+      const timeoutMs = this.deps.gitTimeoutMs;
       // git runs in the plugin's sandbox, as its user, with only its own (plugin-controlled) config.
       const run: GitRun = (args) =>
-        this.options.executor.runGit(
+        this.deps.executor.runGit(
           dir,
           name,
           args,
@@ -133,7 +130,7 @@ export class Lifecycle {
       } catch (error) {
         throw new DomainError("invalid", `Failed to fetch updates: ${errorMessage(error)}`);
       }
-      const format = await this.options.formats.detect(dir);
+      const format = await this.deps.formats.detect(dir);
       if (format?.id === "stavrobot" || !format) {
         const manifest = await gitShowFetched(run, "manifest.json", timeoutMs);
         try {
@@ -149,20 +146,20 @@ export class Lifecycle {
         const before = (await gitHead(run, timeoutMs)).trim();
         await gitResetToFetched(run, timeoutMs);
         try {
-          await this.options.formats.load({ dir, expectedName: name });
+          await this.deps.formats.load({ dir, expectedName: name });
         } catch (error) {
           await gitResetTo(run, before, timeoutMs);
           throw new DomainError("invalid", `Update refused, nothing was changed: ${errorMessage(error)}`);
         }
       }
-      this.options.plugins.invalidate(name);
+      this.deps.plugins.invalidate(name);
       return this.setUp(name, "updated");
     });
   }
 
   /** A folder install: its repository is cloned again and the folder replaced (config.json kept). */
   private async updateFolder(name: string, dir: string, source: Source): Promise<InstallResponse> {
-    const fetched = await fetchPlugin(source, this.options);
+    const fetched = await fetchPlugin(source, this.deps);
     try {
       if (fetched.plugin.name !== name) {
         throw new DomainError(
@@ -170,8 +167,8 @@ export class Lifecycle {
           `Update refused, nothing was changed: the plugin is now named "${fetched.plugin.name}"`,
         );
       }
-      await this.options.formats.stop(name);
-      await this.options.isolation.killProcesses(name);
+      await this.deps.formats.stop(name);
+      await this.deps.isolation.killProcesses(name);
       const config = await readFileNoFollow(join(dir, "config.json"), 1024 * 1024).catch(() => undefined);
       if (config) await writeFileAtomic(join(fetched.root, "config.json"), config.toString("utf8"));
       const old = join(fetched.temp, ".previous");
@@ -180,7 +177,7 @@ export class Lifecycle {
     } finally {
       await rm(fetched.temp, { recursive: true, force: true });
     }
-    this.options.plugins.invalidate(name);
+    this.deps.plugins.invalidate(name);
     return this.setUp(name, "updated");
   }
 
@@ -194,7 +191,7 @@ export class Lifecycle {
 
   create(name: string, description: string): Promise<{ message: string }> {
     return this.lock.run(async () => {
-      const dir = join(this.options.pluginsDir, name);
+      const dir = join(this.deps.pluginsDir, name);
       if (await pathExists(dir)) throw new DomainError("conflict", `Plugin "${name}" already exists.`);
       await mkdir(dir, { mode: 0o700 });
       try {
@@ -202,16 +199,16 @@ export class Lifecycle {
           join(dir, "manifest.json"),
           JSON.stringify({ name, description }, null, 2) + "\n",
         );
-        const owner = await this.options.isolation.ensureUser(name);
+        const owner = await this.deps.isolation.ensureUser(name);
         if (owner) await chownTree(dir, owner);
         await chmod(dir, 0o700);
-        await this.options.executor.preparePlugin(dir, name);
-        await this.options.permissions.set(name, ["*"]);
+        await this.deps.executor.preparePlugin(dir, name);
+        await this.deps.permissions.set(name, ["*"]);
       } catch (error) {
         await this.purge(name);
         throw error;
       }
-      this.options.plugins.invalidate(name);
+      this.deps.plugins.invalidate(name);
       return { message: `Plugin '${name}' created successfully.` };
     });
   }
@@ -223,9 +220,9 @@ export class Lifecycle {
    */
   configure(name: string, config: Record<string, unknown>): Promise<{ message: string; warnings: string[] }> {
     return this.lock.run(async () => {
-      const plugin = await this.options.plugins.get(name);
+      const plugin = await this.deps.plugins.get(name);
       if (!plugin) throw new DomainError("not-found", `Plugin "${name}" not found.`);
-      const { logger, permissions } = this.options;
+      const { logger, permissions } = this.deps;
       const { permissions: requested, ...update } = config;
       let newPermissions: Permissions | undefined;
       if (requested !== undefined) {
@@ -241,7 +238,7 @@ export class Lifecycle {
       const current = await readConfigValues(plugin.dir, logger);
       const merged = mergeConfig(plugin, current, update);
       if (newPermissions) await permissions.set(name, newPermissions);
-      const { owner } = await this.options.executor.preparePlugin(plugin.dir, name);
+      const { owner } = await this.deps.executor.preparePlugin(plugin.dir, name);
       if (merged.keys.length > 0 || newPermissions) {
         await writeConfigValues(plugin.dir, merged.values, permissions.get(name), owner);
       }
@@ -267,12 +264,12 @@ export class Lifecycle {
    * first time (an install from before, or the reference), from the copy in its config.json.
    */
   async adopt(name: string): Promise<void> {
-    const dir = join(this.options.pluginsDir, name);
-    const { permissions, executor } = this.options;
+    const dir = join(this.deps.pluginsDir, name);
+    const { permissions, executor } = this.deps;
     const { owner } = await executor.preparePlugin(dir, name);
     if (permissions.has(name)) return;
     await permissions.set(name, (await readPermissionsCopy(dir)) ?? ["*"]);
-    const values = await readConfigValues(dir, this.options.logger);
+    const values = await readConfigValues(dir, this.deps.logger);
     await writeConfigValues(dir, values, permissions.get(name), owner);
   }
 
@@ -282,22 +279,22 @@ export class Lifecycle {
     verb: "installed" | "updated",
     progress?: InstallProgress,
   ): Promise<InstallResponse> {
-    const { executor, isolation, logger } = this.options;
-    const dir = join(this.options.pluginsDir, name);
+    const { executor, isolation, logger } = this.deps;
+    const dir = join(this.deps.pluginsDir, name);
     const owner = await isolation.ensureUser(name);
     if (owner) await chownTree(dir, owner);
     await chmod(dir, 0o700);
-    this.options.plugins.invalidate(name);
+    this.deps.plugins.invalidate(name);
     let plugin: Plugin;
     try {
-      plugin = (await this.options.formats.load({ dir, expectedName: name })).plugin;
+      plugin = (await this.deps.formats.load({ dir, expectedName: name })).plugin;
     } catch (error) {
       // Formats that run the plugin to learn its tools (Workbench) fail here: the plugin's failure.
       throw new DomainError("failed", `The plugin could not be loaded: ${errorMessage(error)}`);
     }
-    if (!this.options.permissions.has(name)) await this.options.permissions.set(name, ["*"]);
+    if (!this.deps.permissions.has(name)) await this.deps.permissions.set(name, ["*"]);
     const defaults = withDefaults(plugin, await readConfigValues(dir, logger));
-    await writeConfigValues(dir, defaults.values, this.options.permissions.get(name), owner);
+    await writeConfigValues(dir, defaults.values, this.deps.permissions.get(name), owner);
     const applied = defaults.applied;
     let initOutput: string | undefined;
     if (plugin.init && !plugin.init.async) {
@@ -308,11 +305,11 @@ export class Lifecycle {
       initOutput = typeof outcome.output === "string" ? outcome.output : JSON.stringify(outcome.output);
     }
     if (plugin.init?.async) {
-      const id = await this.options.running.begin({ plugin: name });
-      this.options.background.run(`init ${name}`, async () => {
+      const id = await this.deps.running.begin({ plugin: name });
+      this.deps.background.run(`init ${name}`, async () => {
         const outcome = await runStavrobotInit(executor, plugin, executor.limits.asyncTimeoutMs);
-        await this.options.outbox.enqueue(initResultMessage(name, outcome), { id });
-        await this.options.running.end(id);
+        await this.deps.outbox.enqueue(initResultMessage(name, outcome), { id });
+        await this.deps.running.end(id);
       });
     }
     const values = await readConfigValues(dir, logger);
@@ -321,14 +318,14 @@ export class Lifecycle {
     const config = configStatus(plugin, values);
     const lines = [`Plugin "${name}" ${verb}.`, `Its format is ${FORMAT_LABELS[plugin.format]}.`];
     const clashes = await this.toolClashes(plugin);
-    const waiting = this.options.approvals.waiting(plugin);
+    const waiting = this.deps.approvals.waiting(plugin);
     if (waiting.length > 0) {
       lines.push(
         `Its tools wait for the owner's approval of version ${plugin.version} before they can run (${waiting.join(", ")})` +
           (plugin.declared.length > 0 ? `; it asks for: ${plugin.declared.join(", ")}.` : "."),
         APPROVAL_HELP.replace("<plugin>", name),
       );
-      await this.options.approvals.announce(plugin);
+      await this.deps.approvals.announce(plugin);
     }
     if (applied.length > 0) lines.push(`Default values were applied for: ${applied.join(", ")}.`);
     if (missing.length > 0) {
@@ -358,7 +355,7 @@ export class Lifecycle {
    */
   private async toolClashes(plugin: Plugin): Promise<string[]> {
     const clashes: string[] = [];
-    for (const other of await this.options.plugins.list()) {
+    for (const other of await this.deps.plugins.list()) {
       if (other.name === plugin.name) continue;
       for (const tool of plugin.tools) {
         if (other.tools.some((candidate) => candidate.name === tool.name)) {
@@ -372,7 +369,7 @@ export class Lifecycle {
   }
 
   private async existingDir(name: string): Promise<string> {
-    const dir = join(this.options.pluginsDir, name);
+    const dir = join(this.deps.pluginsDir, name);
     const info = await lstat(dir).catch(() => undefined);
     if (!info?.isDirectory()) throw new DomainError("not-found", `Plugin "${name}" not found.`);
     return dir;
@@ -380,18 +377,18 @@ export class Lifecycle {
 
   /** Removes every trace of a plugin: its processes, directory, cache and user. */
   private async purge(name: string): Promise<void> {
-    const { isolation, pluginsDir, cacheDir } = this.options;
-    await this.options.formats.stop(name);
+    const { isolation, pluginsDir, cacheDir } = this.deps;
+    await this.deps.formats.stop(name);
     await isolation.killProcesses(name);
-    this.options.executor.forget(name);
-    this.options.plugins.invalidate(name);
+    this.deps.executor.forget(name);
+    this.deps.plugins.invalidate(name);
     await removeTree(join(pluginsDir, name));
     await removeTree(join(cacheDir, name));
-    await removeTree(join(this.options.dataDir, name));
-    await this.options.permissions.remove(name);
-    await this.options.sources.set(name, undefined);
-    await this.options.approvals.remove(name);
-    await this.options.network.remove(name);
+    await removeTree(join(this.deps.dataDir, name));
+    await this.deps.permissions.remove(name);
+    await this.deps.sources.set(name, undefined);
+    await this.deps.approvals.remove(name);
+    await this.deps.network.remove(name);
     await isolation.removeUser(name);
   }
 }

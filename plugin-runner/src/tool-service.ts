@@ -15,7 +15,7 @@ import type { RunningRecords } from "./running.js";
 import { validateParams } from "./validate.js";
 import { validateAgainstSchema } from "./formats/json-schema.js";
 
-export interface ToolServiceOptions {
+export interface ToolServiceDeps {
   plugins: PluginStore;
   formats: Formats;
   approvals: ApprovalStore;
@@ -36,10 +36,10 @@ export type RunAnswer = { kind: "done"; outcome: RunOutcome } | { kind: "started
  * "running", so a restart cannot lose it silently).
  */
 export class ToolService {
-  constructor(private readonly options: ToolServiceOptions) {}
+  constructor(private readonly deps: ToolServiceDeps) {}
 
   async run(pluginName: string, toolName: string, input: Record<string, unknown>): Promise<RunAnswer> {
-    const { plugins, formats, executor, background, outbox, running, permissions, logger } = this.options;
+    const { plugins, formats, executor, background, outbox, running, permissions, logger } = this.deps;
     const plugin = await plugins.get(pluginName);
     // "Bundle" is the wire's word for a plugin; published clients match this text.
     if (!plugin) throw new DomainError("not-found", "Bundle not found");
@@ -54,7 +54,7 @@ export class ToolService {
       throw new DomainError("forbidden", "Tool not permitted", { reason: "tool-not-permitted" });
     }
     // Not an error of the request: the model is told why, and who can change it.
-    const refusal = this.options.approvals.refusal(plugin, toolName) ?? this.options.network.refusal(plugin);
+    const refusal = this.deps.approvals.refusal(plugin, toolName) ?? this.deps.network.refusal(plugin);
     if (refusal) return { kind: "done", outcome: { success: false, error: refusal } };
     const params = tool.schema
       ? validateAgainstSchema(tool.schema, input)

@@ -9,7 +9,7 @@ import type { Formats } from "./formats/index.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { PluginStore } from "./plugins.js";
 
-export interface PluginWatcherOptions {
+export interface PluginWatcherDeps {
   pluginsDir: string;
   formats: Formats;
   plugins: PluginStore;
@@ -33,18 +33,18 @@ export class PluginWatcher {
   private scanning: Promise<void> = Promise.resolve();
   private readonly known = new Set<string>();
 
-  constructor(private readonly options: PluginWatcherOptions) {}
+  constructor(private readonly deps: PluginWatcherDeps) {}
 
   /** Starts watching; `known` are the plugins already adopted. */
   start(known: readonly string[]): void {
     for (const name of known) this.known.add(name);
     try {
-      this.watcher = watch(this.options.pluginsDir, () => this.schedule());
+      this.watcher = watch(this.deps.pluginsDir, () => this.schedule());
       this.watcher.on("error", (error) =>
-        this.options.logger.warn("plugins directory watch failed", { error: String(error) }),
+        this.deps.logger.warn("plugins directory watch failed", { error: String(error) }),
       );
     } catch (error) {
-      this.options.logger.warn(
+      this.deps.logger.warn(
         "cannot watch the plugins directory; plugins added by hand are seen at the next start",
         {
           error: errorMessage(error),
@@ -69,12 +69,12 @@ export class PluginWatcher {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.scanning = this.scanning.then(() => this.scan());
-    }, this.options.debounceMs ?? 500);
+    }, this.deps.debounceMs ?? 500);
   }
 
   /** One pass over the directory (also run at start-up, after the plugins found there were adopted). */
   async scan(): Promise<void> {
-    const { pluginsDir, plugins, approvals, logger } = this.options;
+    const { pluginsDir, plugins, approvals, logger } = this.deps;
     try {
       const entries = await readdir(pluginsDir, { withFileTypes: true });
       const present = new Set<string>();
@@ -86,7 +86,7 @@ export class PluginWatcher {
         if (!this.known.has(name)) {
           this.known.add(name);
           plugins.invalidate(name);
-          await this.options.lifecycle.adoptExclusive(name);
+          await this.deps.lifecycle.adoptExclusive(name);
           logger.info("picked up a plugin put into the plugins directory", { plugin: name });
         }
         const plugin = await plugins.get(name);
@@ -96,7 +96,7 @@ export class PluginWatcher {
         if (present.has(name)) continue;
         this.known.delete(name);
         plugins.invalidate(name);
-        await this.options.formats.stop(name);
+        await this.deps.formats.stop(name);
         logger.info("a plugin left the plugins directory", { plugin: name });
       }
     } catch (error) {
@@ -106,7 +106,7 @@ export class PluginWatcher {
 
   /** A folder named unlike a plugin: renamed to its plugin's name when it holds one and the name is free. */
   private async rename(folder: string): Promise<string | undefined> {
-    const { pluginsDir, formats, logger } = this.options;
+    const { pluginsDir, formats, logger } = this.deps;
     const dir = join(pluginsDir, folder);
     try {
       const name = (await formats.load({ dir, fallbackName: folder })).plugin.name;

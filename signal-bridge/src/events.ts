@@ -3,7 +3,7 @@ import { errorMessage } from "@stavrobot/common";
 import type { SignalCliDaemon } from "./daemon.js";
 import { SseParser, type SseEvent } from "./sse.js";
 
-export interface EventStreamOptions {
+export interface EventStreamDeps {
   /** The daemon's `http://127.0.0.1:<port>`. */
   baseUrl: string;
   daemon: Pick<SignalCliDaemon, "whenRunning">;
@@ -35,7 +35,7 @@ export class EventStream {
   private loop: Promise<void> | undefined;
   private lastEventId: string | undefined;
 
-  constructor(private readonly options: EventStreamOptions) {}
+  constructor(private readonly deps: EventStreamDeps) {}
 
   start(): void {
     this.loop ??= this.run();
@@ -48,20 +48,20 @@ export class EventStream {
 
   private async run(): Promise<void> {
     const signal = this.controller.signal;
-    const base = this.options.reconnectBaseMs ?? 500;
+    const base = this.deps.reconnectBaseMs ?? 500;
     let delay = base;
     while (!signal.aborted) {
-      await this.options.daemon.whenRunning(signal);
+      await this.deps.daemon.whenRunning(signal);
       if (signal.aborted) break;
       const outcome = await this.readOnce();
       if (signal.aborted) break;
       if (outcome.connected) delay = base;
-      this.options.logger.warn("Signal event stream closed; reconnecting", {
+      this.deps.logger.warn("Signal event stream closed; reconnecting", {
         reason: outcome.reason,
         inMs: delay,
       });
       await sleep(delay, signal);
-      delay = Math.min(delay * 2, this.options.reconnectMaxMs ?? 30_000);
+      delay = Math.min(delay * 2, this.deps.reconnectMaxMs ?? 30_000);
     }
   }
 
@@ -69,7 +69,7 @@ export class EventStream {
   private async readOnce(): Promise<{ connected: boolean; reason: string }> {
     const attempt = new AbortController();
     const signal = AbortSignal.any([this.controller.signal, attempt.signal]);
-    const idleMs = this.options.idleTimeoutMs ?? 90_000;
+    const idleMs = this.deps.idleTimeoutMs ?? 90_000;
     let idleTimer: NodeJS.Timeout | undefined;
     const arm = (): void => {
       clearTimeout(idleTimer);
@@ -78,7 +78,7 @@ export class EventStream {
     let connected = false;
     try {
       arm();
-      const response = await fetch(`${this.options.baseUrl}/api/v1/events`, {
+      const response = await fetch(`${this.deps.baseUrl}/api/v1/events`, {
         headers: { Accept: "text/event-stream", "Last-Event-ID": this.lastEventId ?? UNKNOWN_EVENT_ID },
         signal,
       });
@@ -87,7 +87,7 @@ export class EventStream {
         return { connected, reason: `HTTP ${response.status}` };
       }
       connected = true;
-      this.options.logger.info("listening for Signal messages");
+      this.deps.logger.info("listening for Signal messages");
       const parser = new SseParser();
       const decoder = new TextDecoder();
       for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
@@ -106,9 +106,9 @@ export class EventStream {
 
   private async handle(event: SseEvent): Promise<void> {
     try {
-      if (event.event === "receive") await this.options.onReceive(event.data);
+      if (event.event === "receive") await this.deps.onReceive(event.data);
     } catch (error) {
-      this.options.logger.error("could not handle a Signal event", {
+      this.deps.logger.error("could not handle a Signal event", {
         id: event.id,
         error: errorMessage(error),
       });

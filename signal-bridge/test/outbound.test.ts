@@ -65,7 +65,7 @@ describe("sending through signal-cli", () => {
   it("answers a rate limit with 429 and the wait, then passes the solved captcha with the kept token", async () => {
     expect(await bridge.request("POST", "/challenge", { captcha: "signalcaptcha://early" })).toEqual({
       status: 400,
-      body: { error: "No rate-limit challenge is pending" },
+      body: { error: "No rate-limit challenge is pending", kind: "invalid" },
     });
     const armed = await bridge.control("/test/rate-limit", {
       token: "challenge-token-1",
@@ -80,6 +80,7 @@ describe("sending through signal-cli", () => {
     expect(refused.headers.get("retry-after")).toBe("3600");
     expect(await refused.json()).toEqual({
       error: "rate_limited",
+      kind: "rate-limited",
       retryAfterSeconds: 3600,
       challengeToken: armed.token,
     });
@@ -118,7 +119,10 @@ describe("sending through signal-cli", () => {
 
     await bridge.control("/test/fail-send", {});
     const failed = await bridge.request("POST", "/send", { recipient: bob, message: "lost" });
-    expect(failed).toEqual({ status: 502, body: { error: "signal-cli: Failed to send message" } });
+    expect(failed).toEqual({
+      status: 502,
+      body: { error: "signal-cli: Failed to send message", kind: "upstream" },
+    });
   });
 
   it("refuses bad requests with 400 (or 415) and sends nothing", async () => {

@@ -20,7 +20,7 @@ export const LOGIN_TIMEOUT_MS = 5 * 60_000;
 const PASTE_PROMPT =
   "Paste the authorization code, or the whole address your browser was sent to after logging in:";
 
-export interface LoginFlowsOptions {
+export interface LoginFlowsDeps {
   /** The provider of the configured model: the one whose login the key source uses. */
   provider: string;
   /** Where a completed login is saved; undefined when config.toml has no `authFile`. */
@@ -74,8 +74,8 @@ export class LoginFlows {
   private flow: Flow | undefined;
   private readonly timeoutMs: number;
 
-  constructor(private readonly options: LoginFlowsOptions) {
-    this.timeoutMs = options.timeoutMs ?? LOGIN_TIMEOUT_MS;
+  constructor(private readonly deps: LoginFlowsDeps) {
+    this.timeoutMs = deps.timeoutMs ?? LOGIN_TIMEOUT_MS;
   }
 
   /**
@@ -112,7 +112,7 @@ export class LoginFlows {
   }
 
   private async run(flow: Flow): Promise<void> {
-    const { provider, keys, logger } = this.options;
+    const { provider, keys, logger } = this.deps;
     const oauth = getOAuthProvider(provider);
     if (!keys) {
       return this.finish(flow, {

@@ -21,7 +21,7 @@ export const NO_KEY_REASONS = {
   revoked: "The provider refused the saved login (HTTP 401), so it was removed.",
 } as const;
 
-export interface OAuthKeysOptions {
+export interface OAuthKeysDeps {
   file: CredentialsFile;
   logger: Logger;
   now?: () => number;
@@ -58,10 +58,10 @@ export class OAuthKeys {
   private readonly stopped = new AbortController();
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly options: OAuthKeysOptions) {
-    this.now = options.now ?? Date.now;
-    this.retryDelays = options.retryDelaysMs ?? REFRESH_RETRY_DELAYS_MS;
-    this.interval = options.refreshIntervalMs ?? REFRESH_INTERVAL_MS;
+  constructor(private readonly deps: OAuthKeysDeps) {
+    this.now = deps.now ?? Date.now;
+    this.retryDelays = deps.retryDelaysMs ?? REFRESH_RETRY_DELAYS_MS;
+    this.interval = deps.refreshIntervalMs ?? REFRESH_INTERVAL_MS;
   }
 
   /** A key for `provider`, renewing its credentials first when they expired; undefined when there is none. */
@@ -88,7 +88,7 @@ export class OAuthKeys {
 
   /** Stores the credentials of a completed login; the next key request uses them. Throws when the file cannot be written. */
   async save(provider: string, credentials: OAuthCredentials): Promise<void> {
-    await this.options.file.update(provider, () => credentials);
+    await this.deps.file.update(provider, () => credentials);
     this.unsaved.delete(provider);
     this.revoked.delete(provider);
     this.problems.delete(provider);
@@ -112,20 +112,20 @@ export class OAuthKeys {
       this.unsaved.delete(provider);
       this.handedOut.delete(provider);
       this.problems.set(provider, NO_KEY_REASONS.revoked);
-      this.options.logger.warn("the provider refused the saved login; removing it", { provider });
+      this.deps.logger.warn("the provider refused the saved login; removing it", { provider });
       try {
-        await this.options.file.update(provider, (stored) =>
+        await this.deps.file.update(provider, (stored) =>
           stored && refused.has(stored.refresh) ? null : undefined,
         );
       } catch (error) {
-        this.options.logger.error("could not remove the refused login from authFile; it is ignored", {
+        this.deps.logger.error("could not remove the refused login from authFile; it is ignored", {
           provider,
           error: brief(error),
         });
       }
       return found.credentials;
     } catch (error) {
-      this.options.logger.error("could not invalidate the saved login", { provider, error: brief(error) });
+      this.deps.logger.error("could not invalidate the saved login", { provider, error: brief(error) });
       return undefined;
     }
   }
@@ -189,7 +189,7 @@ export class OAuthKeys {
 
   /** The credentials in use: the file's, or renewed ones it could not take yet; none once refused. */
   private async current(provider: string): Promise<Found | undefined> {
-    const stored = await this.options.file.get(provider);
+    const stored = await this.deps.file.get(provider);
     if (stored && this.revoked.get(provider)?.has(stored.refresh)) return undefined;
     const unsaved = this.unsaved.get(provider);
     if (unsaved) {
@@ -229,7 +229,7 @@ export class OAuthKeys {
         if (!transient || delay === undefined || this.stopped.signal.aborted) {
           return this.noKey(provider, transient ? NO_KEY_REASONS.unreachable : NO_KEY_REASONS.refused, error);
         }
-        this.options.logger.warn("renewing the login failed; trying again", {
+        this.deps.logger.warn("renewing the login failed; trying again", {
           provider,
           attempt: attempt + 1,
           error: brief(error),
@@ -244,7 +244,7 @@ export class OAuthKeys {
       if (!isCredentials(renewed)) {
         return this.noKey(provider, NO_KEY_REASONS.refused, new Error("the refresh answer held no tokens"));
       }
-      this.options.logger.info("renewed the login", { provider });
+      this.deps.logger.info("renewed the login", { provider });
       if (found.fileRefresh !== undefined) await this.persist(provider, renewed, found.fileRefresh);
       return renewed;
     }
@@ -256,13 +256,11 @@ export class OAuthKeys {
    */
   private async persist(provider: string, renewed: OAuthCredentials, replaces: string): Promise<void> {
     try {
-      await this.options.file.update(provider, (stored) =>
-        stored?.refresh === replaces ? renewed : undefined,
-      );
+      await this.deps.file.update(provider, (stored) => (stored?.refresh === replaces ? renewed : undefined));
       this.unsaved.delete(provider);
     } catch (error) {
       if (!this.unsaved.has(provider)) {
-        this.options.logger.error("could not write the renewed login to authFile; keeping it in memory", {
+        this.deps.logger.error("could not write the renewed login to authFile; keeping it in memory", {
           provider,
           error: brief(error),
         });
@@ -281,7 +279,7 @@ export class OAuthKeys {
   /** Remembers (and logs, when it changed) why there is no key; always undefined. */
   private noKey(provider: string, reason: string, error?: unknown): undefined {
     if (this.problems.get(provider) !== reason || error !== undefined) {
-      this.options.logger.warn("no key from authFile", {
+      this.deps.logger.warn("no key from authFile", {
         provider,
         reason,
         ...(error === undefined ? {} : { error: brief(error) }),

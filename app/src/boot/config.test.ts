@@ -46,7 +46,7 @@ describe("loadConfig", () => {
       contextTokensK: 50,
       thinkingLevel: "off",
       maxToolRounds: 40,
-      queue: { maxRetries: 3, retryDelaySeconds: 30 },
+      queue: { maxRetries: 3, retryDelaySeconds: 30, startWhileWriting: true },
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.queue)).toBe(true);
@@ -56,6 +56,7 @@ describe("loadConfig", () => {
     expect(load(MINIMAL + "[queue]\nmaxRetries = 0\n").queue).toEqual({
       maxRetries: 0,
       retryDelaySeconds: 30,
+      startWhileWriting: true,
     });
   });
 
@@ -171,6 +172,7 @@ describe("loadConfig", () => {
     ["maxTokens = 1.5", "maxTokens"],
     ['provider = ""', "provider"],
     ["[queue]\nmaxRetries = 11", "queue.maxRetries"],
+    ['[queue]\nstartWhileWriting = "yes"', "queue.startWhileWriting"],
     ["[queue]\nretryDelaySeconds = -1", "queue.retryDelaySeconds"],
   ])("rejects %s naming %s", (extra, key) => {
     expect(loadError(MINIMAL + extra + "\n")).toContain(`key "${key}"`);
@@ -313,7 +315,7 @@ describe("ensureConfigFile", () => {
     const config = loadConfig(path);
     expect(config.password).toBe(password);
     expect(config.model.length).toBeGreaterThan(0);
-    expect(config.queue).toEqual({ maxRetries: 3, retryDelaySeconds: 30 });
+    expect(config.queue).toEqual({ maxRetries: 3, retryDelaySeconds: 30, startWhileWriting: true });
   });
 
   it("generates a different password each time", () => {

@@ -69,6 +69,7 @@ export const configSchema = z
       .strictObject({
         maxRetries: z.number().int().min(0).max(10).default(3),
         retryDelaySeconds: z.number().min(0).max(3600).default(30),
+        startWhileWriting: z.boolean().default(true),
       })
       .prefault({}),
     tts: openAiAudio.extend({ voice: z.string().optional(), instructions: z.string().optional() }).optional(),

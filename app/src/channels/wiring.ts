@@ -11,7 +11,7 @@ import { CHANNELS, composeFor } from "./registry.js";
 import { TelegramApi } from "./telegram/api.js";
 import { TelegramMediaFetcher } from "./telegram/media.js";
 
-export interface ChannelWiringOptions {
+export interface ChannelWiringDeps {
   config: AppConfig;
   db: Database;
   inbox: InboxStore;
@@ -51,8 +51,8 @@ export interface ChannelWiring {
  * the allowlist (copied once from config.toml's legacy lists). Nothing is sent until the caller
  * starts the worker.
  */
-export async function wireChannels(options: ChannelWiringOptions): Promise<ChannelWiring> {
-  const { config, db, inbox, logger } = options;
+export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiring> {
+  const { config, db, inbox, logger } = deps;
   const ownerIds = {
     telegram:
       config.owner?.telegram === undefined
@@ -67,7 +67,7 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
   const listOf = (id: string | undefined) => (id ? [id] : []);
   const allowlist = new Allowlist(
     db,
-    options.internalSecret,
+    deps.internalSecret,
     { telegram: listOf(ownerIds.telegram), signal: listOf(ownerIds.signal), whatsapp: [], email: [] },
     logger.child("allowlist"),
   );
@@ -80,12 +80,12 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
   const telegramApi = config.telegram
     ? new TelegramApi(config.telegram.apiBaseUrl, config.telegram.botToken)
     : undefined;
-  const signalBridge = config.signal ? options.signalBridge() : undefined;
+  const signalBridge = config.signal ? deps.signalBridge() : undefined;
   const channels: Partial<Record<Channel, ChannelSender>> = {};
   for (const definition of Object.values(CHANNELS)) {
     const sender = definition.sender({
       config,
-      publicHostname: options.publicHostname,
+      publicHostname: deps.publicHostname,
       telegramApi,
       signalBridge,
     });
@@ -94,7 +94,7 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
   const deliveries = new DeliveryStore(db);
   const notices = {
     async addNotice(source: string, about: string, text: string): Promise<void> {
-      options.onKept?.(await inbox.addNotice(source, about, text));
+      deps.onKept?.(await inbox.addNotice(source, about, text));
     },
   };
   const worker = new DeliveryWorker({
@@ -118,7 +118,7 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
     worker,
     owner: ownerContact,
     logger: logger.child("delivery"),
-    onKept: options.onKept,
+    onKept: deps.onKept,
   });
   const tell = async (channel: Channel, recipient: string, text: string, key: string): Promise<void> => {
     const payloads = composeFor(channel, { markdown: text });
@@ -128,7 +128,7 @@ export async function wireChannels(options: ChannelWiringOptions): Promise<Chann
     void worker.kick();
   };
   const mediaFetcher = telegramApi
-    ? new TelegramMediaFetcher(telegramApi, options.uploadsDir, inbox, logger.child("telegram"))
+    ? new TelegramMediaFetcher(telegramApi, deps.uploadsDir, inbox, logger.child("telegram"))
     : undefined;
   return {
     ownerIds,

@@ -4,7 +4,7 @@ import { BACKUP_NAME } from "./backup-retention.js";
 import type { EmbeddedFiles } from "./database.js";
 import { backupOpenDatabase, removeUnfinishedBackups, type LiveBackup } from "./live-backup.js";
 
-export interface BackupScheduleOptions {
+export interface BackupScheduleDeps {
   files: EmbeddedFiles;
   destDir: string;
   /** Time between backups (BACKUP_INTERVAL_SECONDS); the first is due that long after the newest there. */
@@ -37,13 +37,13 @@ export class BackupSchedule {
   private readonly stopping = new AbortController();
   private readonly now: () => Date;
 
-  constructor(private readonly options: BackupScheduleOptions) {
-    this.now = options.now ?? (() => new Date());
+  constructor(private readonly deps: BackupScheduleDeps) {
+    this.now = deps.now ?? (() => new Date());
   }
 
   /** Clears what a killed backup left and arms the timer for the next one due. */
   async start(): Promise<void> {
-    const { destDir, intervalMs, logger } = this.options;
+    const { destDir, intervalMs, logger } = this.deps;
     await removeUnfinishedBackups(destDir, logger);
     const newest = await newestBackupTime(destDir);
     const due = newest === undefined ? 0 : newest + intervalMs - this.now().getTime();
@@ -58,8 +58,8 @@ export class BackupSchedule {
   backup(): Promise<LiveBackup> {
     const previous = this.running?.catch(() => undefined) ?? Promise.resolve();
     const next = previous.then(() =>
-      backupOpenDatabase(this.options.files, this.options.destDir, this.now(), {
-        logger: this.options.logger,
+      backupOpenDatabase(this.deps.files, this.deps.destDir, this.now(), {
+        logger: this.deps.logger,
         signal: this.stopping.signal,
       }),
     );
@@ -91,8 +91,8 @@ export class BackupSchedule {
   }
 
   private async scheduled(): Promise<void> {
-    const { intervalMs, logger } = this.options;
-    const retryMs = Math.min(this.options.retryMs ?? 300_000, intervalMs);
+    const { intervalMs, logger } = this.deps;
+    const retryMs = Math.min(this.deps.retryMs ?? 300_000, intervalMs);
     try {
       await this.backup();
       this.arm(intervalMs);

@@ -154,6 +154,7 @@ export function wireTurn(options: {
     waitForDatabase: () => db.waitUntilAvailable(),
     budgetRefusal: () => usage.meter.refusal(),
     maxRetries: config.queue.maxRetries,
+    startWhileWriting: config.queue.startWhileWriting,
     retryDelayMs: config.queue.retryDelaySeconds * 1000,
     logger: logger.child("queue"),
   });

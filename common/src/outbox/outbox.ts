@@ -10,7 +10,7 @@ import type { ServiceClient } from "../service-client.js";
 import { sanitizeDeep } from "../text.js";
 import { formatZodError } from "../zod-format.js";
 
-export interface OutboxOptions {
+export interface OutboxDeps {
   /** Where pending messages live, one JSON file each. */
   dir: string;
   /** Starts every idempotency key, naming the sending service (e.g. "plugin-runner"). */
@@ -74,22 +74,22 @@ export class Outbox {
   private wake: (() => void) | undefined;
   private sleepTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly options: OutboxOptions) {
-    this.baseDelayMs = options.baseDelayMs ?? 5_000;
-    this.maxDelayMs = options.maxDelayMs ?? 10 * 60_000;
-    this.maxRefusals = options.maxRefusals ?? 8;
-    this.now = options.now ?? Date.now;
+  constructor(private readonly deps: OutboxDeps) {
+    this.baseDelayMs = deps.baseDelayMs ?? 5_000;
+    this.maxDelayMs = deps.maxDelayMs ?? 10 * 60_000;
+    this.maxRefusals = deps.maxRefusals ?? 8;
+    this.now = deps.now ?? Date.now;
   }
 
   private get failedDir(): string {
-    return join(this.options.dir, "failed");
+    return join(this.deps.dir, "failed");
   }
 
   /** Clears half-written files and starts re-sending whatever a previous run left behind. */
   async start(): Promise<void> {
     await mkdir(this.failedDir, { recursive: true, mode: 0o700 });
-    for (const name of await readdir(this.options.dir)) {
-      if (name.startsWith(".tmp-")) await rm(join(this.options.dir, name), { force: true });
+    for (const name of await readdir(this.deps.dir)) {
+      if (name.startsWith(".tmp-")) await rm(join(this.deps.dir, name), { force: true });
     }
     for (const name of await this.pending()) if (!this.due.has(name)) this.due.set(name, this.now());
     this.stopped = false;
@@ -109,7 +109,7 @@ export class Outbox {
       ? `${options.id}.json`
       : `${Date.now().toString().padStart(15, "0")}-${randomUUID()}.json`;
     const entry: StoredEntry = { message: parsed.data, ...(options.notice ? { notice: true } : {}) };
-    await writeFileAtomic(join(this.options.dir, name), JSON.stringify(entry));
+    await writeFileAtomic(join(this.deps.dir, name), JSON.stringify(entry));
     this.due.set(name, this.now());
     this.kick();
     return name;
@@ -117,7 +117,7 @@ export class Outbox {
 
   /** File names still waiting for delivery, oldest first. */
   async pending(): Promise<string[]> {
-    const names = await readdir(this.options.dir).catch(() => [] as string[]);
+    const names = await readdir(this.deps.dir).catch(() => [] as string[]);
     return names.filter((name) => name.endsWith(".json") && !name.startsWith(".")).sort();
   }
 
@@ -145,7 +145,7 @@ export class Outbox {
       return;
     }
     this.running = this.drain()
-      .catch((error) => this.options.logger.error("outbox worker failed", { error: errorMessage(error) }))
+      .catch((error) => this.deps.logger.error("outbox worker failed", { error: errorMessage(error) }))
       .finally(() => {
         this.running = undefined;
         if (!this.stopped && this.due.size > 0) this.kick();
@@ -167,7 +167,7 @@ export class Outbox {
   }
 
   private async deliver(name: string): Promise<void> {
-    const path = join(this.options.dir, name);
+    const path = join(this.deps.dir, name);
     let entry: StoredEntry;
     try {
       entry = JSON.parse(await readFile(path, "utf8")) as StoredEntry;
@@ -177,7 +177,7 @@ export class Outbox {
         this.due.delete(name);
         return;
       }
-      this.options.logger.error("unreadable outbox entry, moving it aside", {
+      this.deps.logger.error("unreadable outbox entry, moving it aside", {
         name,
         error: errorMessage(error),
       });
@@ -185,18 +185,18 @@ export class Outbox {
       return;
     }
     try {
-      await this.options.app.request("POST", "/chat", {
+      await this.deps.app.request("POST", "/chat", {
         body: {
           ...entry.message,
-          idempotencyKey: entry.message.idempotencyKey ?? idempotencyKeyFor(name, this.options.keyPrefix),
+          idempotencyKey: entry.message.idempotencyKey ?? idempotencyKeyFor(name, this.deps.keyPrefix),
         },
         headers: { Prefer: "respond-async" },
         retries: 0,
-        timeoutMs: this.options.deliveryTimeoutMs ?? 60_000,
+        timeoutMs: this.deps.deliveryTimeoutMs ?? 60_000,
       });
       await rm(path, { force: true });
       this.due.delete(name);
-      this.options.logger.info("delivered a message to the app", { name });
+      this.deps.logger.info("delivered a message to the app", { name });
     } catch (error) {
       await this.failed(name, path, entry, error);
     }
@@ -207,7 +207,7 @@ export class Outbox {
     const attempts = (entry.attempts ?? 0) + 1;
     if (status === 413 && (entry.message.files?.length ?? 0) > 0) {
       // Too big for the app: deliver the text at least.
-      this.options.logger.warn("the app refused a message as too large; retrying without files", { name });
+      this.deps.logger.warn("the app refused a message as too large; retrying without files", { name });
       await this.save(path, { ...entry, message: withoutFiles(entry.message), attempts });
       this.due.set(name, this.now());
       return;
@@ -216,7 +216,7 @@ export class Outbox {
     const refusals =
       (entry.refusals ?? 0) + (status === undefined ? 0 : PERMANENT.has(status) ? this.maxRefusals : 1);
     if (refusals >= this.maxRefusals) {
-      this.options.logger.error("the app keeps refusing a message; moved to failed/", {
+      this.deps.logger.error("the app keeps refusing a message; moved to failed/", {
         name,
         error: errorMessage(error),
       });
@@ -224,7 +224,7 @@ export class Outbox {
       return;
     }
     const delay = Math.min(this.baseDelayMs * 2 ** (attempts - 1), this.maxDelayMs);
-    this.options.logger.warn("could not deliver a message yet", {
+    this.deps.logger.warn("could not deliver a message yet", {
       name,
       inMs: delay,
       error: errorMessage(error),
@@ -235,19 +235,19 @@ export class Outbox {
 
   private async setAside(name: string, entry: StoredEntry | undefined, reason: string): Promise<void> {
     this.due.delete(name);
-    await rename(join(this.options.dir, name), join(this.failedDir, name)).catch(() => undefined);
+    await rename(join(this.deps.dir, name), join(this.failedDir, name)).catch(() => undefined);
     if (entry?.notice) return;
-    const source = entry?.message.source ?? this.options.name ?? this.options.keyPrefix;
+    const source = entry?.message.source ?? this.deps.name ?? this.deps.keyPrefix;
     await this.enqueue(
       {
         source,
         message:
           `A message from ${source} could not be delivered to the assistant and was set aside ` +
-          `(${this.options.name ?? this.options.keyPrefix} outbox, failed/${name}). The last error was: ${reason.slice(0, 500)}`,
+          `(${this.deps.name ?? this.deps.keyPrefix} outbox, failed/${name}). The last error was: ${reason.slice(0, 500)}`,
       },
       { notice: true },
     ).catch((error: unknown) =>
-      this.options.logger.error("could not queue a notice about a failed delivery", {
+      this.deps.logger.error("could not queue a notice about a failed delivery", {
         name,
         error: errorMessage(error),
       }),
@@ -256,7 +256,7 @@ export class Outbox {
 
   private async save(path: string, entry: StoredEntry): Promise<void> {
     await writeFileAtomic(path, JSON.stringify(entry)).catch((error: unknown) =>
-      this.options.logger.warn("could not record an outbox attempt", { error: errorMessage(error) }),
+      this.deps.logger.warn("could not record an outbox attempt", { error: errorMessage(error) }),
     );
   }
 

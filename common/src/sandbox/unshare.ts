@@ -122,7 +122,12 @@ export function prepareUnshare(system: readonly SystemEntry[]): UnshareBase | st
     ...DEVICES.map((name) => fstab(`/dev/${name}`, `${root}/dev/${name}`, "none", "bind")),
   ];
   const content = lines.join("");
-  const hash = createHash("sha256").update(content).update(JSON.stringify(system)).digest("hex").slice(0, 16);
+  const hash = createHash("sha256")
+    .update("skeleton 2")
+    .update(content)
+    .update(JSON.stringify(system))
+    .digest("hex")
+    .slice(0, 16);
   const base: UnshareBase = {
     root,
     skeleton: join(dir, `skeleton-${hash}`),
@@ -223,7 +228,9 @@ function writeSkeleton(dir: string, system: readonly SystemEntry[]): void {
   ["stdin", "stdout", "stderr"].forEach((name, fd) =>
     symlinkSync(`/proc/self/fd/${fd}`, join(staging, "dev", name)),
   );
-  // Modes set after creation: the process umask may be anything.
+  // Modes set after creation: the process umask may be anything (the app's is 077), and `cp -a`
+  // gives the run's root the skeleton's own mode, so a 700 here would shut every user but root out.
+  for (const name of ["", "dev", "dev/pts", "proc"]) chmodSync(join(staging, name), 0o755);
   for (const name of ["tmp", "dev/shm"]) chmodSticky(join(staging, name));
   rmSync(dir, { recursive: true, force: true });
   renameSync(staging, dir);

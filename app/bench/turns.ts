@@ -1,0 +1,194 @@
+/**
+ * Sections 1 and 2 of `npm run bench`: turns against a floor, start-up, memory; and the turn of a
+ * message sent to an idle queue with and without starting it while its inbox row is written.
+ */
+import { spawn } from "node:child_process";
+import type { FakeLlmServer } from "@stavrobot/common/test-support";
+import { configFor } from "../test/helpers/app.js";
+import { repoRoot } from "../test/helpers/process.js";
+import {
+  median,
+  ms,
+  percentile,
+  postChat,
+  ratio,
+  scriptTurns,
+  timeTurns,
+  treeRssMb,
+  type ChatTarget,
+} from "./measure.js";
+import { launchProduct } from "./product.js";
+import { DATABASES, environment, type DbKind } from "./setup.js";
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const TURNS = Number(process.env.BENCH_TURNS ?? 100);
+/**
+ * The reference product's figures from the side-by-side run that set this bench's goals, with the
+ * floor measured in that run (4.3–4.7 ms). Absolute times drift between days: the table shows them
+ * scaled by this run's floor, in the floor column.
+ */
+const REFERENCE = { floorMs: 4.5, firstChatMs: 69, startMs: 775 };
+
+interface RoundFigures {
+  tool: number;
+  echo: number;
+  firstChat?: number;
+  start?: number;
+  rssApp?: number;
+  rssAll?: number;
+  pssAll?: number;
+}
+
+async function floorRound(fake: FakeLlmServer): Promise<RoundFigures> {
+  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", "app/bench/floor.ts"], {
+    cwd: repoRoot,
+    env: { ...process.env, FLOOR_MODEL_URL: fake.url, PORT: "0" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout?.once("data", (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
+    child.once("exit", (code) => reject(new Error(`floor exited with ${code}`)));
+  });
+  try {
+    const target: ChatTarget = { url: `http://127.0.0.1:${port}` };
+    scriptTurns(fake);
+    const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
+    const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
+    return { tool, echo };
+  } finally {
+    child.kill("SIGTERM");
+  }
+}
+
+async function productRound(fake: FakeLlmServer, kind: DbKind): Promise<RoundFigures> {
+  const env = await environment(kind, configFor(fake));
+  try {
+    scriptTurns(fake);
+    // The first start creates the database; the ones measured start on an existing one: one for
+    // the first /chat sent as soon as the start is answered, and the turns; one left idle for memory.
+    await (await launchProduct(env.env)).stop();
+    const idle = await launchProduct(env.env);
+    let rss: ReturnType<typeof treeRssMb>;
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      rss = treeRssMb(idle.child.pid as number);
+    } finally {
+      await idle.stop();
+    }
+    const product = await launchProduct(env.env);
+    try {
+      const target: ChatTarget = { url: product.url, password: product.password };
+      const first = performance.now();
+      const answer = await postChat(target, "tool first");
+      const firstChat = performance.now() - first;
+      if (answer.response !== "done") throw new Error(`unexpected first answer: ${answer.response}`);
+      // The app is the launcher's child (the launcher runs it in-process): own = launcher + app.
+      const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
+      const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
+      return {
+        tool,
+        echo,
+        firstChat,
+        start: median([idle.startMs, product.startMs]),
+        rssApp: rss.own,
+        rssAll: rss.total,
+        pssAll: rss.pss,
+      };
+    } finally {
+      await product.stop();
+    }
+  } finally {
+    await env.cleanup();
+  }
+}
+
+function spread(rounds: RoundFigures[], floors: RoundFigures[], key: "tool" | "echo"): string {
+  const ratios = rounds.map((round, i) => round[key] / (floors[i]?.[key] ?? NaN)).filter(Number.isFinite);
+  if (ratios.length === 0) return "n/a";
+  return `${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×`;
+}
+
+export async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
+  const floor: RoundFigures[] = [];
+  const product: Record<DbKind, RoundFigures[]> = { postgres: [], pglite: [] };
+  for (let round = 1; round <= ROUNDS; round++) {
+    process.stderr.write(`bench: turns, round ${round}/${ROUNDS}\n`);
+    floor.push(await floorRound(fake));
+    for (const kind of DATABASES) product[kind].push(await productRound(fake, kind));
+    fake.reset();
+  }
+  const pick = (rounds: RoundFigures[], key: keyof RoundFigures) => median(rounds.map((r) => r[key] ?? NaN));
+  const floorTool = pick(floor, "tool");
+  const floorEcho = pick(floor, "echo");
+  const scaled = (referenceMs: number) => (referenceMs * floorTool) / REFERENCE.floorMs;
+  const header = `| figure (median of ${ROUNDS} rounds, ${TURNS} turns each) | floor | ${DATABASES.map((k) => `${k} | ×floor`).join(" | ")} |`;
+  const rows = [
+    header,
+    `|---|---|${DATABASES.map(() => "---|---").join("|")}|`,
+    `| /chat turn with one tool call, p50 | ${ms(floorTool)} | ${DATABASES.map((k) => `${ms(pick(product[k], "tool"))} | ${ratio(pick(product[k], "tool"), floorTool)}`).join(" | ")} |`,
+    `| echo turn (no tool), p50 | ${ms(floorEcho)} | ${DATABASES.map((k) => `${ms(pick(product[k], "echo"))} | ${ratio(pick(product[k], "echo"), floorEcho)}`).join(" | ")} |`,
+    // Each round's product against the floor measured just before it: how much one round varies.
+    `| ×floor per round, tool turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "tool")}`).join(" | ")} |`,
+    `| ×floor per round, echo turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "echo")}`).join(" | ")} |`,
+    `| first /chat (tool) sent as soon as a start is answered | reference ≈ ${ms(scaled(REFERENCE.firstChatMs))} | ${DATABASES.map((k) => `${ms(pick(product[k], "firstChat"))} | ${ratio(pick(product[k], "firstChat"), floorTool)}`).join(" | ")} |`,
+    `| start on an existing database → first authenticated 200 | reference ≈ ${ms(scaled(REFERENCE.startMs))} | ${DATABASES.map((k) => `${ms(pick(product[k], "start"))} | `).join(" | ")} |`,
+    `| idle RSS, launcher + app process | — | ${DATABASES.map((k) => `${pick(product[k], "rssApp").toFixed(0)} MB | `).join(" | ")} |`,
+    `| idle RSS, every process of \`npm start\` (sum) | — | ${DATABASES.map((k) => `${pick(product[k], "rssAll").toFixed(0)} MB | `).join(" | ")} |`,
+    `| idle PSS, every process of \`npm start\` (shared pages once) | — | ${DATABASES.map((k) => `${pick(product[k], "pssAll").toFixed(0)} MB | `).join(" | ")} |`,
+  ];
+  return rows;
+}
+
+/** Turns of one start of the product with `[queue] startWhileWriting` set as given. */
+async function writingRound(fake: FakeLlmServer, kind: DbKind, whileWriting: boolean): Promise<RoundFigures> {
+  const env = await environment(kind, configFor(fake, "anthropic", `startWhileWriting = ${whileWriting}\n`));
+  try {
+    scriptTurns(fake);
+    const product = await launchProduct(env.env);
+    try {
+      const target: ChatTarget = { url: product.url, password: product.password };
+      // Warmed up as every start is; the first turns are not the ones measured.
+      await timeTurns(target, "echo", 10);
+      const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
+      const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
+      return { tool, echo };
+    } finally {
+      await product.stop();
+    }
+  } finally {
+    await env.cleanup();
+  }
+}
+
+/**
+ * A message reaching an idle queue starts its turn while its inbox row is written, unless
+ * `[queue] startWhileWriting = false`. Both ways, rounds alternating, on every database: what the
+ * overlap saves per turn, to say whether it earns its own path.
+ */
+export async function startWhileWriting(fake: FakeLlmServer): Promise<string[]> {
+  const figures: Record<DbKind, { on: RoundFigures[]; off: RoundFigures[] }> = {
+    postgres: { on: [], off: [] },
+    pglite: { on: [], off: [] },
+  };
+  for (let round = 1; round <= ROUNDS; round++) {
+    process.stderr.write(`bench: start while writing, round ${round}/${ROUNDS}\n`);
+    for (const kind of DATABASES) {
+      figures[kind].on.push(await writingRound(fake, kind, true));
+      figures[kind].off.push(await writingRound(fake, kind, false));
+    }
+    fake.reset();
+  }
+  const pick = (rounds: RoundFigures[], key: "tool" | "echo") => median(rounds.map((r) => r[key]));
+  const row = (label: string, key: "tool" | "echo") =>
+    `| ${label} | ${DATABASES.map((k) => {
+      const on = pick(figures[k].on, key);
+      const off = pick(figures[k].off, key);
+      return `${ms(on)} | ${ms(off)} | ${ms(off - on)} | ${ratio(on, off)}`;
+    }).join(" | ")} |`;
+  return [
+    `| start while writing (median of ${ROUNDS} rounds, ${TURNS} turns, p50) | ${DATABASES.map((k) => `${k} on | ${k} off | saved | on ÷ off`).join(" | ")} |`,
+    `|---|${DATABASES.map(() => "---|---|---|---").join("|")}|`,
+    row("echo turn (no tool)", "echo"),
+    row("/chat turn with one tool call", "tool"),
+  ];
+}
