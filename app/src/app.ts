@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import {
   closeServer,
@@ -20,7 +19,6 @@ import { resolvePaths } from "./boot/paths.js";
 import { restrictUmask } from "./boot/private-state.js";
 import { StartupPhases } from "./boot/startup-phases.js";
 import { openState } from "./boot/state.js";
-import { registerWebhook } from "./channels/telegram/registration.js";
 import { wireChannels } from "./channels/wiring.js";
 import { BackupSchedule } from "./db/backup-schedule.js";
 import type { Database } from "./db/database.js";
@@ -30,7 +28,7 @@ import { FileAreas } from "./files/areas.js";
 import { removeOldFiles } from "./files/housekeeping.js";
 import { ANSWER_EVENT, LiveEvents } from "./live/events.js";
 import type { OwnSiblings } from "./local/own-sibling.js";
-import { wireSiblings } from "./local/siblings.js";
+import { wireSiblings } from "./local/wiring.js";
 import { createTranscriber } from "./media/stt.js";
 import { wireModel } from "./model/wiring.js";
 import { PluginDetailCache } from "./plugins/detail-cache.js";
@@ -110,8 +108,6 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
 
     const timezone = settings.TZ || Intl.DateTimeFormat().resolvedOptions().timeZone;
     const publicHostname = config.publicHostname ?? `http://localhost:${settings.PORT}`;
-    // Telegram sends it with every webhook call; a new one at each start.
-    const webhookSecret = randomBytes(32).toString("base64url");
     const siblings = wireSiblings({
       settings,
       internalSecret,
@@ -160,7 +156,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       details,
       scheduler,
       channels,
-      outboxDir: paths.outboxDir,
+      deliveryFilesDir: paths.deliveryFilesDir,
       modelPost: model.client.post,
       usage,
       currentTurn,
@@ -194,7 +190,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       : undefined;
     if (backups) cleanup.add(() => backups.stop());
 
-    const { telegramApi, signalBridge } = channels;
+    const { signalBridge } = channels;
     const listeners = buildServer({
       queue: turn.queue,
       inbox,
@@ -208,8 +204,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       notReady: () => model.notConfigured,
       allowlist: channels.allowlist,
       tell: channels.tell,
-      telegram: telegramApi ? { secret: webhookSecret } : undefined,
-      signalBridge,
+      channels,
       login: login.login,
       usage: { db, meter: usage.meter, timezone },
       web: {
@@ -219,10 +214,6 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
           "python-runner": siblings.pythonRunner,
           ...(config.coder ? { coder: siblings.coder } : {}),
           ...(signalBridge ? { "signal-bridge": signalBridge } : {}),
-        },
-        telegramWebhook: telegramApi && {
-          webhookInfo: () => telegramApi.call("getWebhookInfo", {}),
-          webhookUrl: `${publicHostname}/telegram/webhook`,
         },
         publicHostname,
       },
@@ -292,15 +283,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         logger.error("could not schedule backups", { error: errorMessage(error) });
       });
     }
-    if (telegramApi) {
-      cleanup.add(
-        registerWebhook(telegramApi, {
-          url: `${publicHostname}/telegram/webhook`,
-          secret: webhookSecret,
-          logger: logger.child("telegram"),
-        }),
-      );
-    }
+    cleanup.add(channels.start());
     phases.end("listening");
     logger.info("listening", {
       startupMs: phases.total(),

@@ -20,15 +20,13 @@ import { addEventRoutes } from "./routes/events.js";
 import type { LiveEvents } from "./live/events.js";
 import { addLoginRoutes } from "./routes/login.js";
 import type { LoginFlows } from "./auth/login-flow.js";
-import { createTelegramWebhookHandler } from "./routes/telegram-webhook.js";
-import { addSignalCaptchaRoutes } from "./routes/signal-captcha.js";
 import { addUsageRoutes, type UsageRouteDeps } from "./routes/usage.js";
 import { addExplorerRoutes } from "./routes/explorer.js";
 import { addStatusRoutes } from "./routes/status.js";
 import { addWebRoutes } from "./routes/web-pages.js";
 import { checkOrigin } from "./web/security.js";
-import type { StatusDeps } from "./web/status.js";
 import type { LiveBackup } from "./db/live-backup.js";
+import type { ChannelWiring } from "./channels/wiring.js";
 import { createBackupHandler } from "./routes/backup.js";
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
@@ -38,10 +36,8 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   password: string;
   internalSecret: string;
   logger: Logger;
-  /** Set when `[telegram]` is configured: the webhook secret of this start. */
-  telegram: { secret: string } | undefined;
-  /** Set when `[signal]` is configured. */
-  signalBridge: ServiceClient | undefined;
+  /** The configured channels: their routes (inbound webhooks, pages) and their home-page parts. */
+  channels: Pick<ChannelWiring, "addRoutes" | "status">;
   /** The subscription login page's flows (`/login`). */
   login: LoginFlows;
   usage: UsageRouteDeps;
@@ -54,8 +50,6 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
 export interface WebDeps {
   /** The siblings this configuration uses, by name: the home page shows their health. */
   services: Readonly<Record<string, ServiceClient>>;
-  /** With `[telegram]`: asks Telegram whether the webhook is registered, and at which address. */
-  telegramWebhook: StatusDeps["telegram"];
   /** The public address: a browser's `Origin` naming it is this site, even behind a proxy. */
   publicHostname: string;
 }
@@ -85,7 +79,6 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   addAnswerRoutes(external, deps.inbox);
   addEventRoutes(external, { live: deps.live, inbox: deps.inbox, logger: deps.logger.child("events") });
   addLoginRoutes(external, deps.login);
-  if (deps.signalBridge) addSignalCaptchaRoutes(external, deps.signalBridge);
   addUsageRoutes(external, deps.usage);
   addWebRoutes(external);
   addExplorerRoutes(external, deps.db);
@@ -93,24 +86,16 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     db: deps.db,
     queue: deps.queue,
     services: deps.web.services,
-    telegram: deps.web.telegramWebhook,
-    signalConfigured: deps.signalBridge !== undefined,
+    channels: (siblings) => deps.channels.status(siblings),
     startedAt: new Date(),
   });
-  if (deps.telegram) {
-    // Telegram cannot log in: the handler checks the secret registered with setWebhook.
-    external.post(
-      "/telegram/webhook",
-      createTelegramWebhookHandler({
-        secret: deps.telegram.secret,
-        allowlist: deps.allowlist,
-        queue: deps.queue,
-        tell: deps.tell,
-        logger: deps.logger.child("telegram"),
-      }),
-      { public: true },
-    );
-  }
+  // No `notReady` for a channel's messages: they are kept, and their turn says what is missing.
+  deps.channels.addRoutes(external, {
+    queue: deps.queue,
+    allowlist: deps.allowlist,
+    tell: deps.tell,
+    logger: deps.logger,
+  });
   const internal = new Router().post("/chat", chat).post("/backup", createBackupHandler(deps.backup));
   const securityHeaders = {
     "X-Content-Type-Options": "nosniff",

@@ -23,7 +23,7 @@ let testEnv: TestEnv;
 let env: NodeJS.ProcessEnv;
 let app: AppProcess | undefined;
 let restoredDir: string | undefined;
-const BACKUP_CLI = "app/src/db/backup-cli.ts";
+const BACKUP_CLI = "app/src/boot/backup-cli.ts";
 
 /** 35 daily backups of early 2020 (older than anything the rule keeps by month). */
 const old = Array.from({ length: 35 }, (_, day) => {

@@ -51,7 +51,7 @@ describe("the provider's 401", () => {
     expect(told).toHaveLength(1);
   });
 
-  it("gives the same outbox key for the same credentials, so a race queues the link once", async () => {
+  it("gives the same delivery key for the same credentials, so a race queues the link once", async () => {
     const { handle, told } = setUp({ signal: "+15550000001" }, [CREDENTIALS, { ...CREDENTIALS }]);
     await handle(REFUSED_401);
     await handle(REFUSED_401);

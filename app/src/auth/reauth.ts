@@ -10,7 +10,7 @@ export interface ReauthDeps {
   /** `<publicHostname>/login`. */
   loginUrl: string;
   owner: OwnerContact;
-  /** Queues a message in the delivery outbox; `key` makes a second hand-over a no-op. */
+  /** Queues a message in the deliveries; `key` makes a second hand-over a no-op. */
   tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
   /** Leaves the owner a note on their console (no push channel). */
   notices: { addNotice(source: string, about: string, text: string): Promise<void> };
@@ -25,7 +25,7 @@ export function isAuthFailure(message: string): boolean {
 /**
  * The turn engine's `onProviderError` for keys from `authFile`: a 401 removes the refused
  * credentials and sends the owner the login link, on their push channel or else on their console.
- * The link goes out once per removal: a second 401 finds nothing left to remove, and the outbox
+ * The link goes out once per removal: a second 401 finds nothing left to remove, and the deliveries
  * key is derived from the removed credentials. Never throws.
  */
 export function createReauthHandler(deps: ReauthDeps): (message: string) => Promise<void> {

@@ -8,8 +8,8 @@ export interface AppPaths {
   /** Files the model may hand to plugins: uploads and plugin outputs live here. */
   filesDir: string;
   uploadsDir: string;
-  /** The delivery outbox's copies of attachments waiting to be sent. */
-  outboxDir: string;
+  /** Deliveries' own copies of attachments waiting to be sent (`outbox/`: the name installs already have). */
+  deliveryFilesDir: string;
   /** Backups: BACKUP_DIR, else `$DATA_DIR/backups`. */
   backupDir: string;
 }
@@ -27,7 +27,7 @@ export function resolvePaths(
     secretFile: resolve(env.STAVROBOT_INTERNAL_SECRET_FILE ?? join(dirname(configPath), "internal-secret")),
     filesDir,
     uploadsDir: join(filesDir, "uploads"),
-    outboxDir: join(dataDir, "outbox"),
+    deliveryFilesDir: join(dataDir, "outbox"),
     backupDir: resolve(env.BACKUP_DIR ?? join(dataDir, "backups")),
   };
 }

@@ -7,7 +7,7 @@ import type { AppPaths } from "./paths.js";
 import { securePrivateState } from "./private-state.js";
 
 /**
- * The owner's state made private (the config, the secret, stored files, the outbox's copies and
+ * The owner's state made private (the config, the secret, stored files, the deliveries' copies and
  * the embedded database: mode 700/600, existing installs included) and the database opened: a
  * server when one is configured, else the embedded PGlite under `$DATA_DIR/pglite`. Closed by
  * `cleanup` after everything added later.
@@ -19,7 +19,7 @@ export async function openState(options: {
   logger: Logger;
 }): Promise<Database> {
   const { env, paths, cleanup, logger } = options;
-  const { dataDir, configPath, secretFile, filesDir, uploadsDir, outboxDir } = paths;
+  const { dataDir, configPath, secretFile, filesDir, uploadsDir, deliveryFilesDir } = paths;
   const pgliteDir = join(dataDir, "pglite");
   const embedded = !usesServer(env);
   const configDir = dirname(configPath);
@@ -27,12 +27,12 @@ export async function openState(options: {
     dirs: [
       filesDir,
       uploadsDir,
-      outboxDir,
+      deliveryFilesDir,
       ...(isInside(dataDir, configDir) ? [configDir] : []),
       ...(embedded ? [pgliteDir] : []),
     ],
-    // Stored files and the outbox's copies are private wherever they came from (older installs too).
-    trees: [filesDir, outboxDir, ...(embedded ? [pgliteDir] : [])],
+    // Stored files and the deliveries' copies are private wherever they came from (older installs too).
+    trees: [filesDir, deliveryFilesDir, ...(embedded ? [pgliteDir] : [])],
     files: [configPath, secretFile],
   });
   const created = embedded && !existsSync(join(pgliteDir, "PG_VERSION"));

@@ -1,11 +1,12 @@
-import type { ServiceClient } from "@stavrobot/common";
+import type { Logger, Router, ServiceClient } from "@stavrobot/common";
 import type { Channel } from "../audience.js";
 import type { AppConfig } from "../boot/config.js";
 import type { DeliveryPayload } from "../delivery/store.js";
 import type { ChannelSender } from "../delivery/worker.js";
+import type { IntakeDeps } from "../queue/intake.js";
 import type { TelegramApi } from "./telegram/api.js";
 
-/** What the assistant wants to send: Markdown text, a file (already copied into the outbox), or both. */
+/** What the assistant wants to send: Markdown text, a file (already copied for the deliveries), or both. */
 export interface Outgoing {
   markdown?: string | undefined;
   attachment?: { path: string; name: string } | undefined;
@@ -14,7 +15,8 @@ export interface Outgoing {
 /**
  * One channel, said once: its name and how people are identified on it, the largest file it
  * takes, how Markdown becomes its format (and back to plain text), how its sender is made from
- * its configuration. The send tools, the tool registry, the allowlist, the delivery outbox and
+ * its configuration, where its people's messages come in, what it keeps doing while the app runs
+ * and how it looks on the home page. The send tools, the tool registry, the allowlist, the deliveries and
  * the status page read these (`registry.ts`); nothing else knows a channel by name.
  *
  * A channel lives in the app when the app can speak its protocol itself over HTTP (Telegram's
@@ -40,15 +42,38 @@ export interface ChannelDefinition {
   /** A composed delivery's text as plain text (what a notice about it quotes). */
   plainText(payload: DeliveryPayload): string;
   /** Its sender, when it is configured. */
-  sender(context: SenderContext): ChannelSender | undefined;
+  sender(context: ChannelContext): ChannelSender | undefined;
+  /**
+   * Its routes on the external port, when it is configured: where people's messages come in (a
+   * webhook, public and checked by the channel itself), pages the owner needs. A channel in a
+   * sidecar has its messages posted to the internal `POST /chat` instead.
+   */
+  addRoutes?(router: Router, context: ChannelContext, intake: IntakeDeps): void;
+  /** Starts what it does while the app runs (Telegram: registering its webhook); returns its stop. */
+  start?(context: ChannelContext): () => void;
+  /** Its part of the home page (`GET /api/status`, `channels.<name>`), asked when it is configured. */
+  status(context: ChannelContext, siblings: Promise<readonly SiblingHealth[]>): Promise<ConfiguredStatus>;
 }
 
-/** What a channel's sender may need: its configuration and where the app is reached. */
-export interface SenderContext {
+/** A configured channel's state as the home page shows it (its own fields beside `configured`). */
+export type ConfiguredStatus = { configured: true } & Record<string, unknown>;
+export type ChannelStatus = { configured: false } | ConfiguredStatus;
+
+/** Whether a sibling service answered its health check (a channel in a sidecar is as up as it). */
+export interface SiblingHealth {
+  name: string;
+  ok: boolean;
+}
+
+/** What a configured channel may need: its configuration, its clients, where the app is reached. */
+export interface ChannelContext {
   config: Readonly<AppConfig>;
   publicHostname: string;
   /** The Telegram Bot API client, when `[telegram]` is configured. */
   telegramApi: TelegramApi | undefined;
   /** The signal-bridge's client, made only when Signal is configured. */
   signalBridge: ServiceClient | undefined;
+  /** The secret Telegram sends back on every webhook call; new at every start. */
+  webhookSecret: string;
+  logger: Logger;
 }

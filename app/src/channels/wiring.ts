@@ -1,4 +1,5 @@
-import type { Logger, ServiceClient } from "@stavrobot/common";
+import { randomBytes } from "node:crypto";
+import type { Logger, Router, ServiceClient } from "@stavrobot/common";
 import { Allowlist, normalizeIdentifier } from "../allowlist/allowlist.js";
 import type { Channel, OwnerContact } from "../audience.js";
 import type { AppConfig } from "../boot/config.js";
@@ -7,6 +8,8 @@ import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { AnswerDelivery } from "../delivery/answers.js";
 import { DeliveryStore } from "../delivery/store.js";
 import { DeliveryWorker, type ChannelSender } from "../delivery/worker.js";
+import type { IntakeDeps } from "../queue/intake.js";
+import type { ChannelContext, ChannelStatus, SiblingHealth } from "./channel.js";
 import { CHANNELS, composeFor } from "./registry.js";
 import { TelegramApi } from "./telegram/api.js";
 import { TelegramMediaFetcher } from "./telegram/media.js";
@@ -25,28 +28,34 @@ export interface ChannelWiringDeps {
   logger: Logger;
 }
 
-/** The channels, the owner, the allowlist and the delivery outbox, as one configuration has them. */
+/** The channels, the owner, the allowlist and the deliveries, as one configuration has them. */
 export interface ChannelWiring {
   /** The owner's identifiers, whether or not their channel is configured. */
   ownerIds: { telegram: string | undefined; signal: string | undefined };
   /** How the owner is reached: only through the channels that are configured. */
   ownerContact: OwnerContact;
   allowlist: Allowlist;
-  telegramApi: TelegramApi | undefined;
+  /** The signal-bridge's client when Signal is configured (the home page asks its health). */
   signalBridge: ServiceClient | undefined;
   deliveries: DeliveryStore;
   worker: DeliveryWorker;
   answers: AnswerDelivery;
-  /** Sends a short text to someone on a channel, through the outbox. */
+  /** Sends a short text to someone on a channel, through the deliveries. */
   tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
   /** Keeps a note for the owner's console (not the answer to a message), telling the open consoles. */
   notices: { addNotice(source: string, about: string, text: string): Promise<void> };
   /** Fetches a Telegram message's files when its turn starts (Telegram only). */
   mediaFetcher: TelegramMediaFetcher | undefined;
+  /** Adds the configured channels' routes (their inbound webhooks, their pages). */
+  addRoutes(router: Router, intake: IntakeDeps): void;
+  /** Starts what the configured channels do while the app runs; returns how to stop them all. */
+  start(): () => void;
+  /** Every channel's part of the home page, by name. */
+  status(siblings: Promise<readonly SiblingHealth[]>): Promise<Record<Channel, ChannelStatus>>;
 }
 
 /**
- * Builds what reaches people: the configured channels' senders, the outbox worker that sends
+ * Builds what reaches people: the configured channels' senders, the deliveries' worker that sends
  * through them (a message it gives up on becomes a notice to the owner), the answers' delivery and
  * the allowlist (copied once from config.toml's legacy lists). Nothing is sent until the caller
  * starts the worker.
@@ -81,14 +90,18 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     ? new TelegramApi(config.telegram.apiBaseUrl, config.telegram.botToken)
     : undefined;
   const signalBridge = config.signal ? deps.signalBridge() : undefined;
+  const context: ChannelContext = {
+    config,
+    publicHostname: deps.publicHostname,
+    telegramApi,
+    signalBridge,
+    webhookSecret: randomBytes(32).toString("base64url"),
+    logger,
+  };
+  const configured = Object.values(CHANNELS).filter((definition) => definition.configured(config));
   const channels: Partial<Record<Channel, ChannelSender>> = {};
-  for (const definition of Object.values(CHANNELS)) {
-    const sender = definition.sender({
-      config,
-      publicHostname: deps.publicHostname,
-      telegramApi,
-      signalBridge,
-    });
+  for (const definition of configured) {
+    const sender = definition.sender(context);
     if (sender) channels[definition.name] = sender;
   }
   const deliveries = new DeliveryStore(db);
@@ -134,7 +147,6 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     ownerIds,
     ownerContact,
     allowlist,
-    telegramApi,
     signalBridge,
     deliveries,
     worker,
@@ -142,5 +154,23 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     tell,
     notices,
     mediaFetcher,
+    addRoutes(router, intake) {
+      for (const definition of configured) definition.addRoutes?.(router, context, intake);
+    },
+    start() {
+      const stops = configured.map((definition) => definition.start?.(context));
+      return () => stops.forEach((stop) => stop?.());
+    },
+    async status(siblings) {
+      const entries = await Promise.all(
+        Object.values(CHANNELS).map(async (definition): Promise<[Channel, ChannelStatus]> => [
+          definition.name,
+          configured.includes(definition)
+            ? await definition.status(context, siblings)
+            : { configured: false },
+        ]),
+      );
+      return Object.fromEntries(entries) as Record<Channel, ChannelStatus>;
+    },
   };
 }

@@ -26,7 +26,7 @@ export interface AnswerDeps {
  * is the HTTP reply, or is kept for the owner: shown at once by the consoles open (`onKept`), else
  * with the owner's next reply or when a console opens. On Telegram and Signal the agent answers
  * with the send tools; if it sent nothing to that person during the turn, its final text goes
- * anyway, and a failed turn's error always does. Each goes into the delivery outbox under a key
+ * anyway, and a failed turn's error always does. Each goes into the deliveries under a key
  * made from the inbox id, so handing over an answer twice (after a crash) queues it once.
  */
 export class AnswerDelivery {
@@ -77,7 +77,7 @@ export class AnswerDelivery {
 
   /**
    * At start-up: answers of turns that finished just before a crash, before they were handed to
-   * the outbox. Only recent ones: older console replies simply wait for the owner.
+   * the deliveries. Only recent ones: older console replies simply wait for the owner.
    */
   async recover(): Promise<number> {
     let handed = 0;

@@ -7,7 +7,7 @@ import type { Database } from "../db/database.js";
 import { InboxStore } from "../db/inbox.js";
 import { AnswerDelivery } from "./answers.js";
 import { composeFor } from "../channels/registry.js";
-import { OutboxFiles } from "./outbox-files.js";
+import { DeliveryFiles } from "./files.js";
 import { DeliveryStore, type Delivery } from "./store.js";
 import { DeliveryWorker, type SendResult } from "./worker.js";
 
@@ -50,7 +50,7 @@ const item = (recipient: string, text: string, key: string) => ({
   key,
 });
 
-describe("the delivery outbox", () => {
+describe("the deliveries", () => {
   it("queues a key once, however often it is added", async () => {
     expect(await store.add([item("1", "a", "k1"), item("1", "b", "k2")])).toHaveLength(2);
     expect(await store.add([item("1", "a", "k1")])).toHaveLength(0);
@@ -105,8 +105,8 @@ describe("the delivery outbox", () => {
     await worker.stop();
   });
 
-  it("removes the outbox's copy of an attachment once it is sent", async () => {
-    const files = new OutboxFiles(join(testDb.dir, "outbox"));
+  it("removes the deliveries' copy of an attachment once it is sent", async () => {
+    const files = new DeliveryFiles(join(testDb.dir, "outbox"));
     const original = join(testDb.dir, "photo.jpg");
     writeFileSync(original, "jpeg");
     const copy = await files.take(original);
@@ -174,7 +174,7 @@ describe("answers to their audience", () => {
     });
   });
 
-  it("hands an answer to the outbox once, and a crash between finishing and handing it over loses nothing", async () => {
+  it("hands an answer to the deliveries once, and a crash between finishing and handing it over loses nothing", async () => {
     const channel = new ScriptedChannel();
     const worker = new DeliveryWorker({ store, channels: { telegram: channel }, logger: silentLogger });
     worker.start();

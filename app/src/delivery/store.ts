@@ -7,7 +7,7 @@ export type { Channel } from "../audience.js";
 /** What one delivery sends: text (already in the channel's format) and/or one file. */
 export interface DeliveryPayload {
   text?: string;
-  /** The outbox's own copy of the file (taken when the message was queued; removed once settled). */
+  /** The deliveries' own copy of the file (taken when the message was queued; removed once settled). */
   attachmentPath?: string;
   /** The file name the recipient sees. */
   attachmentName?: string;
@@ -46,7 +46,7 @@ const toDelivery = (row: Row): Delivery => ({
 });
 
 /**
- * The delivery outbox: every outgoing channel message is a row before anything is sent, so a
+ * The deliveries: every outgoing channel message is a row before anything is sent, so a
  * crash or a channel outage loses nothing, and its idempotency key (unique) means it is queued
  * once however often the code that queues it runs.
  */

@@ -28,7 +28,7 @@ export interface DeliveryWorkerDeps {
 }
 
 /**
- * Sends what the delivery outbox holds, oldest first, each row with its own backoff. It sleeps until
+ * Sends what the deliveries table holds, oldest first, each row with its own backoff. It sleeps until
  * the next row is due and is woken when something new is queued.
  */
 export class DeliveryWorker {
@@ -158,7 +158,7 @@ export class DeliveryWorker {
     return result;
   }
 
-  /** The outbox's copy of an attachment is not needed once its delivery is settled. */
+  /** Deliveries' copy of an attachment is not needed once its delivery is settled. */
   private async release(delivery: Delivery): Promise<void> {
     const path = delivery.payload.attachmentPath;
     if (path) await rm(path, { force: true }).catch(() => undefined);

@@ -23,7 +23,7 @@ export interface TurnEngineLike {
   abort(): boolean;
 }
 
-/** Who hears of a finished turn's answer: a channel's outbox, or the owner's console. */
+/** Who hears of a finished turn's answer: a channel's deliveries, or the owner's console. */
 export interface AnswerAudience {
   /** Takes the answer (or error) to the entry's audience. Idempotent: after a crash it may run again. */
   deliver(entry: InboxEntry, answer: Answer): Promise<void>;

@@ -31,7 +31,7 @@ export type Taken =
 export interface IntakeDeps {
   queue: Pick<MessageQueue, "submit" | "stop">;
   allowlist: Pick<Allowlist, "isAllowed" | "isOwner">;
-  /** Sends a short text to someone on a channel through the delivery outbox (the answer to `/stop`). */
+  /** Sends a short text to someone on a channel through the deliveries (the answer to `/stop`). */
   tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
   /** Why no turn can run yet (no provider key), or undefined: such a message is refused, not kept. */
   notReady?: () => string | undefined;

@@ -6,7 +6,7 @@ import { normalizeIdentifier } from "../allowlist/allowlist.js";
 import type { Channel } from "../audience.js";
 import type { ChannelDefinition } from "../channels/channel.js";
 import { CHANNELS } from "../channels/registry.js";
-import type { OutboxFiles } from "../delivery/outbox-files.js";
+import type { DeliveryFiles } from "../delivery/files.js";
 import type { DeliveryStore } from "../delivery/store.js";
 import type { DeliveryWorker, SendResult } from "../delivery/worker.js";
 import { FileAreaError, type FileAreas } from "../files/areas.js";
@@ -28,7 +28,7 @@ export interface SendToolDeps {
   allowlist: Allowlist;
   owner: { name: string | undefined; id: string | undefined };
   areas: FileAreas;
-  outboxFiles: OutboxFiles;
+  deliveryFiles: DeliveryFiles;
   store: DeliveryStore;
   worker: DeliveryWorker;
   /** The inbox id of the running turn (ties the sends to it: the turn then owes no fallback answer). */
@@ -38,7 +38,7 @@ export interface SendToolDeps {
 /**
  * `send_telegram_message` / `send_signal_message`: the only way an answer reaches someone on a
  * channel. Recipients are the owner (by name) or identifiers on the allowlist, files come from the
- * file areas only, and every message goes through the delivery outbox: it is attempted at once,
+ * file areas only, and every message goes through the deliveries: it is attempted at once,
  * and if the channel is down it is kept and retried, so the tool never loses it.
  */
 export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof parameters> {
@@ -60,7 +60,7 @@ export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof para
         );
       }
       const attachment = params.attachmentPath?.trim()
-        ? await deps.outboxFiles.take(await locateFile(params.attachmentPath, deps.areas, info))
+        ? await deps.deliveryFiles.take(await locateFile(params.attachmentPath, deps.areas, info))
         : undefined;
       const inboxId = deps.currentInboxId();
       const added = await deps.store.add(
@@ -73,7 +73,7 @@ export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof para
         })),
       );
       if (added.length === 0) {
-        if (attachment) await deps.outboxFiles.discard(attachment.path);
+        if (attachment) await deps.deliveryFiles.discard(attachment.path);
         return textResult(`This message to ${label} was already sent.`);
       }
       const results = await deps.worker.attemptSoon(

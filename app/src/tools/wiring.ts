@@ -2,7 +2,7 @@ import type { ServiceClient } from "@stavrobot/common";
 import type { AppConfig } from "../boot/config.js";
 import type { ChannelWiring } from "../channels/wiring.js";
 import type { Database } from "../db/database.js";
-import { OutboxFiles } from "../delivery/outbox-files.js";
+import { DeliveryFiles } from "../delivery/files.js";
 import type { FileAreas } from "../files/areas.js";
 import type { JsonPost } from "../model/one-shot.js";
 import type { PluginDetailCache } from "../plugins/detail-cache.js";
@@ -23,7 +23,7 @@ export function wireTools(options: {
   details: PluginDetailCache;
   scheduler: Scheduler;
   channels: Pick<ChannelWiring, "ownerIds" | "allowlist" | "deliveries" | "worker">;
-  outboxDir: string;
+  deliveryFilesDir: string;
   /** How a tool that calls a model of its own sends it a request (the model client's connections). */
   modelPost: JsonPost;
   usage: Pick<UsageWing, "toolMeter">;
@@ -47,7 +47,7 @@ export function wireTools(options: {
     messaging: {
       allowlist: channels.allowlist,
       areas: options.areas,
-      outboxFiles: new OutboxFiles(options.outboxDir),
+      deliveryFiles: new DeliveryFiles(options.deliveryFilesDir),
       store: channels.deliveries,
       worker: channels.worker,
       currentInboxId: () => currentTurn.entry?.id,

@@ -1,4 +1,6 @@
 import { errorMessage, type ServiceClient } from "@stavrobot/common";
+import type { Channel } from "../audience.js";
+import type { ChannelStatus, SiblingHealth } from "../channels/channel.js";
 import type { Queryable } from "../db/database.js";
 
 /**
@@ -10,7 +12,8 @@ export interface AppStatus {
   startedAt: string;
   uptimeSeconds: number;
   services: ServiceHealth[];
-  channels: { telegram: TelegramStatus; signal: SignalStatus };
+  /** Each channel's own part (`channels/<name>/`): `{configured: false}` or its state. */
+  channels: Record<Channel, ChannelStatus>;
   queue: QueueStatus;
   messages: { total: number; bySource: { source: string; count: number }[] };
 }
@@ -22,16 +25,6 @@ export interface ServiceHealth {
   detail?: string;
 }
 
-export type TelegramStatus =
-  | { configured: false }
-  | {
-      configured: true;
-      webhook:
-        { registered: boolean; url: string; pendingUpdates: number; lastError?: string } | { error: string };
-    };
-
-export type SignalStatus = { configured: false } | { configured: true; bridgeOk: boolean };
-
 export interface QueueStatus {
   busy: boolean;
   currentInboxId: number | null;
@@ -41,21 +34,13 @@ export interface QueueStatus {
   open: Record<string, number>;
 }
 
-/** Telegram's `getWebhookInfo` answer, the fields used here. */
-export interface WebhookInfo {
-  url: string;
-  pending_update_count: number;
-  last_error_message?: string;
-}
-
 export interface StatusDeps {
   db: Queryable;
   queue: { readonly busy: boolean; readonly currentEntryId: number | undefined };
   /** The siblings this configuration uses, by name. */
   services: Readonly<Record<string, ServiceClient>>;
-  /** Set when `[telegram]` is configured: asks Telegram about the webhook, and the address it must have. */
-  telegram: { webhookInfo: () => Promise<WebhookInfo>; webhookUrl: string } | undefined;
-  signalConfigured: boolean;
+  /** Every channel's part, given the siblings' health (a channel in a sidecar is as up as it). */
+  channels: (siblings: Promise<readonly SiblingHealth[]>) => Promise<Record<Channel, ChannelStatus>>;
   startedAt: Date;
   now?: () => Date;
 }
@@ -64,23 +49,18 @@ const HEALTH_TIMEOUT_MS = 3_000;
 
 export async function collectStatus(deps: StatusDeps): Promise<AppStatus> {
   const now = deps.now?.() ?? new Date();
-  const [services, telegram, queue, messages] = await Promise.all([
-    Promise.all(Object.entries(deps.services).map(([name, client]) => health(name, client))),
-    telegramStatus(deps.telegram),
+  const siblings = Promise.all(Object.entries(deps.services).map(([name, client]) => health(name, client)));
+  const [services, channels, queue, messages] = await Promise.all([
+    siblings,
+    deps.channels(siblings),
     queueStatus(deps),
     messageCounts(deps.db),
   ]);
-  const bridge = services.find((service) => service.name === "signal-bridge");
   return {
     startedAt: deps.startedAt.toISOString(),
     uptimeSeconds: Math.max(0, Math.floor((now.getTime() - deps.startedAt.getTime()) / 1000)),
     services,
-    channels: {
-      telegram,
-      signal: deps.signalConfigured
-        ? { configured: true, bridgeOk: bridge?.ok ?? false }
-        : { configured: false },
-    },
+    channels,
     queue,
     messages,
   };
@@ -97,24 +77,6 @@ async function health(name: string, client: ServiceClient): Promise<ServiceHealt
     return { name, ok: true, ...(detail ? { detail } : {}) };
   } catch (error) {
     return { name, ok: false, detail: errorMessage(error) };
-  }
-}
-
-async function telegramStatus(telegram: StatusDeps["telegram"]): Promise<TelegramStatus> {
-  if (!telegram) return { configured: false };
-  try {
-    const info = await telegram.webhookInfo();
-    return {
-      configured: true,
-      webhook: {
-        registered: info.url === telegram.webhookUrl,
-        url: info.url,
-        pendingUpdates: info.pending_update_count,
-        ...(info.last_error_message ? { lastError: info.last_error_message } : {}),
-      },
-    };
-  } catch (error) {
-    return { configured: true, webhook: { error: errorMessage(error) } };
   }
 }
 

@@ -1,5 +1,6 @@
 import { SIGNAL_ATTACHMENT_LIMIT_BYTES } from "@stavrobot/common";
 import type { ChannelDefinition } from "../channel.js";
+import { addSignalCaptchaRoutes } from "./captcha.js";
 import { SignalSender } from "./sender.js";
 
 /**
@@ -25,4 +26,14 @@ export const signalChannel: ChannelDefinition = {
   plainText: (payload) => payload.text ?? "",
   sender: ({ signalBridge, publicHostname }) =>
     signalBridge ? new SignalSender(signalBridge, `${publicHostname}/signal/captcha`) : undefined,
+  // Its messages come through the bridge's outbox to the internal POST /chat; the owner's page for
+  // a rate limit's captcha is here.
+  addRoutes(router, { signalBridge }) {
+    if (signalBridge) addSignalCaptchaRoutes(router, signalBridge);
+  },
+  // As up as its bridge.
+  status: async (_context, siblings) => ({
+    configured: true,
+    bridgeOk: (await siblings).find((sibling) => sibling.name === "signal-bridge")?.ok ?? false,
+  }),
 };

@@ -1,7 +1,10 @@
 import type { ChannelDefinition } from "../channel.js";
+import { registerWebhook } from "./registration.js";
 import { htmlToPlainText, markdownToTelegramHtml } from "./markdown-html.js";
 import { TELEGRAM_CAPTION_LIMIT, TelegramSender } from "./sender.js";
 import { splitTelegramHtml } from "./split.js";
+import { telegramStatus, webhookUrl } from "./status.js";
+import { createTelegramWebhookHandler } from "./webhook.js";
 
 /** The Bot API's limit for a file a bot sends. */
 const TELEGRAM_ATTACHMENT_LIMIT_BYTES = 50 * 1024 * 1024;
@@ -43,4 +46,30 @@ export const telegramChannel: ChannelDefinition = {
         : payload.text,
   sender: ({ telegramApi }) =>
     telegramApi ? new TelegramSender(telegramApi, telegramChannel.plainText) : undefined,
+  addRoutes(router, { webhookSecret, logger }, intake) {
+    // Telegram cannot log in: the handler checks the secret registered with setWebhook. No
+    // `notReady`: a Telegram message is kept even before a provider is set, and its turn says so.
+    const { queue, allowlist, tell } = intake;
+    router.post(
+      "/telegram/webhook",
+      createTelegramWebhookHandler({
+        queue,
+        allowlist,
+        tell,
+        secret: webhookSecret,
+        logger: logger.child("telegram"),
+      }),
+      { public: true },
+    );
+  },
+  start: ({ telegramApi, publicHostname, webhookSecret, logger }) =>
+    telegramApi
+      ? registerWebhook(telegramApi, {
+          url: webhookUrl(publicHostname),
+          secret: webhookSecret,
+          logger: logger.child("telegram"),
+        })
+      : () => {},
+  status: async ({ telegramApi, publicHostname }) =>
+    telegramApi ? telegramStatus(telegramApi, publicHostname) : { configured: true },
 };

@@ -1,3 +1,4 @@
+import { escapeHtml } from "../../html.js";
 import { Lexer } from "marked";
 import type { MarkedToken, Token, Tokens } from "marked";
 
@@ -6,9 +7,7 @@ import type { MarkedToken, Token, Tokens } from "marked";
  * Pure functions.
  */
 
-export function escapeHtml(text: string): string {
-  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-}
+export { escapeHtml };
 
 /** What a Telegram client shows for our HTML: tags dropped, entities decoded (for a plain-text resend). */
 export function htmlToPlainText(html: string): string {

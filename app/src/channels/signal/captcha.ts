@@ -11,7 +11,7 @@ import {
   type Router,
   type ServiceClient,
 } from "@stavrobot/common";
-import { escapeHtml } from "../channels/telegram/markdown-html.js";
+import { escapeHtml } from "../../html.js";
 
 /** Whether the browser says the request comes from a page of this very host. */
 function fromSameOrigin(req: IncomingMessage): boolean {

@@ -3,11 +3,11 @@ import { randomUUID } from "node:crypto";
 import { basename, extname, join } from "node:path";
 
 /**
- * The outbox keeps its own copy of every attachment, taken when the message is queued: the
+ * The deliveries keep their own copy of every attachment, taken when the message is queued: the
  * recipient gets the file as it was then, even if it is changed, moved or cleaned up before a
  * delayed send. The copy is removed once its delivery is settled.
  */
-export class OutboxFiles {
+export class DeliveryFiles {
   constructor(private readonly dir: string) {}
 
   async take(path: string): Promise<{ path: string; name: string }> {

@@ -19,11 +19,11 @@ import {
   errorMessage,
   resolveInternalSecret,
 } from "@stavrobot/common";
-import { parseAppEnv } from "../boot/env.js";
-import { resolvePaths } from "../boot/paths.js";
-import { BackupError, backupEmbedded, restoreEmbedded } from "./backup.js";
-import { usesServer } from "./database.js";
-import { acquireInstanceLock, runningInstance, type InstanceRecord } from "../boot/instance-lock.js";
+import { parseAppEnv } from "./env.js";
+import { resolvePaths } from "./paths.js";
+import { BackupError, backupEmbedded, restoreEmbedded } from "../db/backup.js";
+import { usesServer } from "../db/database.js";
+import { acquireInstanceLock, runningInstance, type InstanceRecord } from "./instance-lock.js";
 
 const USAGE = "usage: npm run backup [-- --dir DIR]  |  npm run restore -- ARCHIVE [--force]";
 const scriptsDir = fileURLToPath(new URL("../../../scripts/", import.meta.url));

@@ -1,7 +1,7 @@
 import { HttpError, errorMessage, readValidJson, safeEqual, type Handler } from "@stavrobot/common";
-import { parseTelegramUpdate, telegramUpdateSchema } from "../channels/telegram/inbound.js";
-import { isDatabaseUnavailable } from "../db/database.js";
-import { takeMessage, type IntakeDeps } from "../queue/intake.js";
+import { parseTelegramUpdate, telegramUpdateSchema } from "./inbound.js";
+import { isDatabaseUnavailable } from "../../db/database.js";
+import { takeMessage, type IntakeDeps } from "../../queue/intake.js";
 
 /** Telegram's updates are small; the reference's limit. */
 export const TELEGRAM_WEBHOOK_LIMIT_BYTES = 1024 * 1024;

@@ -1,0 +1,4 @@
+/** Text as HTML text content: `&`, `<` and `>` escaped (enough between tags, not in attributes). */
+export function escapeHtml(text: string): string {
+  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
