@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import { chmod, lchown, lstat, mkdir } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative } from "node:path";
 import {
-  PLUGIN_FILES_LIMIT_BYTES,
   SerialLock,
   chownTree,
   ensureRealDir,
@@ -15,29 +14,8 @@ import type { Logger, LongLivedProcess, Mount, Owner, ProcessResult, Sandbox } f
 import type { ToolEnvConfig } from "./config.js";
 import type { RunOutcome } from "./chat-messages.js";
 import type { Plugin } from "./plugins.js";
+import type { Limits } from "./limits.js";
 import type { Isolation } from "./users.js";
-
-export interface Limits {
-  syncTimeoutMs: number;
-  asyncTimeoutMs: number;
-  stdoutLimitBytes: number;
-  stderrLimitBytes: number;
-  /** Total size of the files a run may hand back. */
-  outputFilesBytes: number;
-  killGraceMs: number;
-  /** Processes one plugin user may have at once (applied when runs switch user). */
-  processes: number;
-}
-
-export const DEFAULT_LIMITS: Limits = {
-  syncTimeoutMs: 30_000,
-  asyncTimeoutMs: 5 * 60_000,
-  stdoutLimitBytes: 1024 * 1024,
-  stderrLimitBytes: 64 * 1024,
-  outputFilesBytes: PLUGIN_FILES_LIMIT_BYTES,
-  killGraceMs: 2_000,
-  processes: 256,
-};
 
 export interface ExecutorDeps {
   cacheDir: string;

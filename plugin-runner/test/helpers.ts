@@ -18,7 +18,7 @@ import {
   startFakeApp,
   uniqueName,
 } from "@stavrobot/common/test-support";
-import type { Limits } from "../src/executor.js";
+import type { Limits } from "../src/limits.js";
 import type { PluginHost } from "../src/host.js";
 import { createPluginHost } from "../src/host.js";
 import { buildServer } from "../src/server.js";
