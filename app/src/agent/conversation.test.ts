@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
 import type { Database } from "../db/database.js";
-import { InboxStore, finishChange } from "../db/inbox.js";
+import { InboxStore } from "../db/inbox.js";
+import { finishChange } from "../db/inbox-changes.js";
 import { messagesForInbox } from "../db/messages.js";
 import { ConversationStore } from "./conversation.js";
 

@@ -1,7 +1,8 @@
 import { Agent, type AgentMessage, type AgentTool } from "@mariozechner/pi-agent-core";
 import { Type, type Api, type Context, type Model } from "@mariozechner/pi-ai";
 import type { Database } from "../db/database.js";
-import { InboxStore, finishChange } from "../db/inbox.js";
+import { InboxStore } from "../db/inbox.js";
+import { finishChange } from "../db/inbox-changes.js";
 import { UsageMeter } from "../usage/meter.js";
 import type { AnthropicWire } from "../model/anthropic/client.js";
 import { ConversationStore } from "./conversation.js";

@@ -1,4 +1,4 @@
-import type { EntryEnd } from "../db/inbox.js";
+import type { EntryEnd } from "../db/inbox-changes.js";
 import { ABORTED_REPLY, EMPTY_REPLY, STEERING_REPLY } from "./replies.js";
 
 /** How a turn ended, as its audience should hear it. */

@@ -1,6 +1,6 @@
 import type { StatementPart } from "../db/database.js";
-import type { EntryEnd, InboxEntry, InboxPayload, InboxStore } from "../db/inbox.js";
-import { finishChange, processingChange } from "../db/inbox.js";
+import type { InboxEntry, InboxPayload, InboxStore } from "../db/inbox.js";
+import { finishChange, processingChange, type EntryEnd } from "../db/inbox-changes.js";
 import { RowWrite } from "../db/row-write.js";
 
 export { RowWrite };
