@@ -31,6 +31,7 @@ import type { OwnSiblings } from "./local/own-sibling.js";
 import { wireSiblings } from "./local/wiring.js";
 import { createTranscriber } from "./media/stt.js";
 import { wireModel } from "./model/wiring.js";
+import { providerCheck } from "./doctor/provider.js";
 import { PluginDetailCache } from "./plugins/detail-cache.js";
 import type { ConversationStore } from "./agent/conversation.js";
 import { CurrentTurn } from "./queue/current-turn.js";
@@ -220,6 +221,20 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       password: config.password,
       internalSecret,
       backup: backups && (() => backups.backup()),
+      doctor: {
+        embedded: db.embedded !== undefined,
+        dataDir: paths.dataDir,
+        backupDir: paths.backupDir,
+        backupIntervalSeconds: settings.BACKUP_INTERVAL_SECONDS,
+        provider: () =>
+          providerCheck({
+            model: model.model,
+            getApiKey: model.getApiKey,
+            subscription: model.oauth !== undefined,
+            notConfigured: model.notConfigured,
+            configPath: paths.configPath,
+          }),
+      },
       logger: logger.child("http"),
     });
     phases.end("services and state");

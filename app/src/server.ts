@@ -27,6 +27,9 @@ import { addWebRoutes } from "./routes/web-pages.js";
 import { checkOrigin } from "./web/security.js";
 import type { LiveBackup } from "./db/live-backup.js";
 import type { ChannelWiring } from "./channels/wiring.js";
+import type { Checked } from "./doctor/checks.js";
+import { appChecks, type AppCheckDeps } from "./doctor/app-checks.js";
+import { collectStatus, type StatusDeps } from "./web/status.js";
 import { createBackupHandler } from "./routes/backup.js";
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
@@ -37,12 +40,14 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   internalSecret: string;
   logger: Logger;
   /** The configured channels: their routes (inbound webhooks, pages) and their home-page parts. */
-  channels: Pick<ChannelWiring, "addRoutes" | "status">;
+  channels: Pick<ChannelWiring, "addRoutes" | "status" | "checks">;
   /** The subscription login page's flows (`/login`). */
   login: LoginFlows;
   usage: UsageRouteDeps;
   /** What the admin UI needs besides the routes' own dependencies. */
   web: WebDeps;
+  /** What the doctor (`GET /health?deep=1`, the owner's) needs besides the database and the status. */
+  doctor: Omit<AppCheckDeps, "db" | "status" | "channelChecks">;
   /** On the embedded database: takes a backup now (`npm run backup` while the app runs). */
   backup: (() => Promise<LiveBackup>) | undefined;
 }
@@ -66,9 +71,34 @@ const unauthorized = (): HttpError =>
  */
 export function buildServer(deps: ServerDeps): { external: RequestListener; internal: RequestListener } {
   const chat = createChatHandler(deps);
+  const ownerPassword = basicPasswordCheck(deps.password);
+  const status: StatusDeps = {
+    db: deps.db,
+    queue: deps.queue,
+    services: deps.web.services,
+    channels: (siblings) => deps.channels.status(siblings),
+    startedAt: new Date(),
+  };
+  const doctor = (): Promise<Checked> =>
+    appChecks({
+      ...deps.doctor,
+      db: deps.db,
+      status: () => collectStatus(status),
+      channelChecks: (channels) => deps.channels.checks(channels),
+    });
   const pages = { db: deps.db, password: deps.password };
   const external = new Router()
-    .get("/health", () => ({ json: { status: "ok" } }), { public: true })
+    // Open to anyone as the reference has it; `?deep=1` with the owner's password runs the doctor.
+    .get(
+      "/health",
+      async ({ req, url }) => {
+        if (url.searchParams.get("deep") !== "1") return { json: { status: "ok" } };
+        if (!ownerPassword(req.headers.authorization)) throw unauthorized();
+        const checked = await doctor();
+        return { status: checked.status === "fail" ? 503 : 200, json: checked };
+      },
+      { public: true },
+    )
     .post("/chat", chat)
     .post("/api/upload", createUploadHandler(deps))
     // A page, and its queries, check the page's own visibility (a private one needs the password).
@@ -82,13 +112,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   addUsageRoutes(external, deps.usage);
   addWebRoutes(external);
   addExplorerRoutes(external, deps.db);
-  addStatusRoutes(external, {
-    db: deps.db,
-    queue: deps.queue,
-    services: deps.web.services,
-    channels: (siblings) => deps.channels.status(siblings),
-    startedAt: new Date(),
-  });
+  addStatusRoutes(external, status);
   // No `notReady` for a channel's messages: they are kept, and their turn says what is missing.
   deps.channels.addRoutes(external, {
     queue: deps.queue,
@@ -103,7 +127,6 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     "Referrer-Policy": "no-referrer",
   };
   const trustedOrigins = [deps.web.publicHostname];
-  const ownerPassword = basicPasswordCheck(deps.password);
   return {
     external: createRequestListener(external, {
       logger: deps.logger,

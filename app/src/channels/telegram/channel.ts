@@ -3,7 +3,7 @@ import { registerWebhook } from "./registration.js";
 import { htmlToPlainText, markdownToTelegramHtml } from "./markdown-html.js";
 import { TELEGRAM_CAPTION_LIMIT, TelegramSender } from "./sender.js";
 import { splitTelegramHtml } from "./split.js";
-import { telegramStatus, webhookUrl } from "./status.js";
+import { telegramCheck, telegramStatus, webhookUrl, type TelegramStatus } from "./status.js";
 import { createTelegramWebhookHandler } from "./webhook.js";
 
 /** The Bot API's limit for a file a bot sends. */
@@ -72,4 +72,5 @@ export const telegramChannel: ChannelDefinition = {
       : () => {},
   status: async ({ telegramApi, publicHostname }) =>
     telegramApi ? telegramStatus(telegramApi, publicHostname) : { configured: true },
+  check: (status) => telegramCheck(status as TelegramStatus),
 };

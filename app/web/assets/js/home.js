@@ -38,9 +38,11 @@ function showStatus(status) {
     ["Telegram", telegramState(telegram)],
     [
       "Signal",
-      signal.configured
-        ? state(signal.bridgeOk, "bridge up", "bridge down")
-        : el("span", { class: "muted", text: "not configured" }),
+      !signal.configured
+        ? el("span", { class: "muted", text: "not configured" })
+        : !signal.bridgeOk
+          ? state(false, "", "bridge down")
+          : state(signal.signalCli === "running", "up", `bridge up, signal-cli ${signal.signalCli}`),
     ],
   ]);
   facts(byId("queue"), [
