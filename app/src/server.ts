@@ -113,6 +113,8 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   addWebRoutes(external);
   addExplorerRoutes(external, deps.db);
   addStatusRoutes(external, status);
+  // The same checks for the home page, answered 200 whatever they say (a page's 503 is an error).
+  external.get("/api/checks", async () => ({ json: await doctor() }));
   // No `notReady` for a channel's messages: they are kept, and their turn says what is missing.
   deps.channels.addRoutes(external, {
     queue: deps.queue,

@@ -66,6 +66,14 @@ describeInBrowser("admin pages in Chromium", () => {
     expect(await owner.page.locator('[data-service="python-runner"]').textContent()).toContain("down");
     expect(await owner.page.textContent("#channels")).toContain("not configured");
     expect(await owner.page.textContent("#queue")).toContain("idle");
+    // The doctor's checks: the python-runner down, with what to do; the provider's key accepted.
+    const python = owner.page.locator('[data-check="python-runner"]');
+    await expect.poll(() => python.textContent()).toContain("failing");
+    expect(await python.textContent()).toContain("→ npm start restarts it by itself");
+    expect(await owner.page.locator('[data-check="provider"]').textContent()).toContain(
+      "the key is accepted",
+    );
+    expect(await owner.page.textContent("#checks-summary")).toBe("1 failing");
     await screenshot(owner.page, "home");
     expectNoProblems(owner);
     await owner.context.close();
