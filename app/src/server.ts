@@ -93,6 +93,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   deps.channels.addRoutes(external, {
     queue: deps.queue,
     allowlist: deps.allowlist,
+    people: deps.people,
     tell: deps.tell,
     logger: deps.logger,
   });

@@ -327,7 +327,7 @@ export class MessageQueue {
         : item.started === true && attempt === 0
           ? "started"
           : "count";
-      const outcome = await this.deps.engine.run(entry.id, message, start, item.write);
+      const outcome = await this.deps.engine.run(entry.id, message, start, item.write, entry.payload.agentId);
       // Never saved: never accepted (the sender was told so); nothing of it may be written.
       if (await item.write.lost()) return ABANDONED;
       resumed = false;
