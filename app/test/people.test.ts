@@ -253,6 +253,10 @@ describe("a contact with a subagent", () => {
     expect(shown(FRIEND, from)).toEqual([]);
     expect(shown(OWNER, from)).toEqual([]);
     expect(shown(COUSIN, from)).toEqual(["Only read, sorry."]);
+    const rows = await app.db.query<{ agent_id: number }>(
+      "SELECT DISTINCT agent_id FROM messages WHERE search_text LIKE '%write a file for me%'",
+    );
+    expect(rows.rows).toEqual([{ agent_id: filerId }]);
   });
 });
 
