@@ -356,3 +356,84 @@ describe("an allowlisted person with no agent", () => {
     );
   });
 });
+
+describe("the People page's API (owner only)", () => {
+  const call = async (path: string, body?: unknown, password: string | null = PASSWORD) => {
+    const response = await fetch(`http://127.0.0.1:${app.port}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: {
+        ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+        ...(password ? { Authorization: basicAuthHeader(password) } : {}),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  it("is refused without the owner's password", async () => {
+    expect((await call("/api/people", undefined, null)).status).toBe(401);
+    expect(
+      (await call("/api/people/agents", { action: "create", name: "x", system_prompt: "" }, "wrong")).status,
+    ).toBe(401);
+    const page = await fetch(`http://127.0.0.1:${app.port}/people`);
+    expect(page.status).toBe(401);
+  });
+
+  it("lists people and agents, and changes them with the tools' checks and words", async () => {
+    const listed = await call("/api/people");
+    expect(listed.status).toBe(200);
+    const interlocutors = listed.body.interlocutors as { display_name: string; owner: boolean }[];
+    expect(interlocutors.find((person) => person.owner)?.display_name).toBe("Ada");
+    expect((listed.body.agents as { name: string }[]).map((agent) => agent.name)).toContain("friend helper");
+
+    const created = await call("/api/people/agents", {
+      action: "create",
+      name: "newcomer helper",
+      system_prompt: "Help the newcomer with forms.",
+      allowed_tools: ["send_telegram_message", "manage_uploads.read"],
+    });
+    expect(created.status).toBe(200);
+    expect(created.body.message).toMatch(/^Agent \d+ created\.$/);
+    const id = Number(/Agent (\d+)/.exec(String(created.body.message))?.[1]);
+
+    const refused = await call("/api/people/agents", { action: "update", id: 1, name: "mine now" });
+    expect(refused).toEqual({
+      status: 400,
+      body: expect.objectContaining({ error: expect.stringContaining("main agent") }),
+    });
+    const unsafe = await call("/api/people/agents", { action: "update", id, allowed_tools: ["execute_sql"] });
+    expect(unsafe.status).toBe(400);
+    expect((await call("/api/people/agents", { action: "drop", id })).status).toBe(400);
+
+    const person = await call("/api/people/interlocutors", {
+      action: "create",
+      display_name: "Newcomer",
+      agent_id: id,
+      service: "telegram",
+      identifier: String(NEWCOMER),
+    });
+    expect(person.status).toBe(200);
+    expect(
+      (person.body.interlocutors as { display_name: string; identities: unknown[] }[]).find(
+        (row) => row.display_name === "Newcomer",
+      )?.identities,
+    ).toEqual([{ service: "telegram", identifier: String(NEWCOMER) }]);
+    const owner = (person.body.interlocutors as { id: number; owner: boolean }[]).find((row) => row.owner);
+    expect((await call("/api/people/interlocutors", { action: "delete", id: owner?.id })).status).toBe(400);
+
+    // Assigned from the page: the newcomer now reaches their agent.
+    const calls = fake.requests.length;
+    fake.enqueue(textTurn("Welcome."));
+    await deliver(NEWCOMER, "hello once more");
+    expect(JSON.stringify(fake.requests[calls]?.body.system)).toContain("Help the newcomer with forms.");
+    const conversation = await call(`/api/people/agents/${id}/messages?limit=10`);
+    expect(conversation.status).toBe(200);
+    const texts = (conversation.body.messages as { role: string; text: string }[]).map(
+      (m) => `${m.role}: ${m.text}`,
+    );
+    expect(texts.join("\n")).toContain("hello once more");
+    expect(texts.join("\n")).toContain("assistant: Welcome.");
+    expect((await call("/api/people/agents/999/messages")).status).toBe(404);
+    expect((await call(`/api/people/agents/${id}/messages?limit=0`)).status).toBe(400);
+  });
+});
