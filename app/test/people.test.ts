@@ -215,6 +215,27 @@ describe("a contact with a subagent", () => {
     expect(fake.requests[next + 2]?.lastUserText).not.toContain("Table:");
   });
 
+  it("takes a contact's photo to their own agent too (fetching it keeps where the message goes)", async () => {
+    const photo = Buffer.from("friend's holiday photo");
+    telegram.addFile("friend-photo", photo, "photos/file_9.jpg");
+    const calls = fake.requests.length;
+    fake.enqueue(textTurn("Lovely."));
+    const answer = await telegram.deliverUpdate(telegram.photoUpdate(FRIEND, ["friend-photo"], "look"));
+    expect(answer.status).toBe(200);
+    await quiet();
+    const request = fake.requests[calls];
+    expect(systemOf(request)).toContain("You keep Friend company.");
+    expect(JSON.stringify(request?.body.messages)).toContain(photo.toString("base64"));
+    const kept = await app.db.query<{ agent: string }>(
+      "SELECT payload->>'agentId' AS agent FROM inbox WHERE payload->>'message' LIKE 'look%'",
+    );
+    expect(kept.rows).toEqual([{ agent: String(helperId) }]);
+    const rows = await app.db.query<{ agent_id: number }>(
+      "SELECT DISTINCT agent_id FROM messages WHERE search_text LIKE '%Text: look%'",
+    );
+    expect(rows.rows).toEqual([{ agent_id: helperId }]);
+  });
+
   it("leaves the owner's turns as they were: the same system prompt, none of the contact's messages", async () => {
     const calls = fake.requests.length;
     fake.enqueue(textTurn("Here."));
