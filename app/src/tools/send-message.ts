@@ -16,7 +16,8 @@ import { ToolError, textResult } from "./result.js";
 
 const parameters = Type.Object({
   recipient: Type.String({
-    description: "The owner's name, or a chat id / phone number on the allowlist.",
+    description:
+      "A person's display name (manage_interlocutors; the owner's too), or a chat id / phone number on the allowlist.",
   }),
   message: Type.Optional(Type.String({ description: "The text, in Markdown." })),
   attachmentPath: Type.Optional(Type.String({ description: "Path of a file to send." })),
