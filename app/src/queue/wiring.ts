@@ -4,7 +4,7 @@ import { ConversationStore } from "../agent/conversation.js";
 import { SystemPromptCache } from "../agent/prompt-cache.js";
 import { buildSystemPrompt, buildUserMessage } from "../agent/prompt.js";
 import { tokenBudget, type TokenBudget } from "../agent/tokens.js";
-import { TurnEngine } from "../agent/turn.js";
+import { TurnEngine, type TurnDeps } from "../agent/turn.js";
 import { isOwnerMessage, maySteer, ownerDestination } from "../audience.js";
 import { PeopleRouter } from "./routing.js";
 import type { AppConfig } from "../boot/config.js";
@@ -104,12 +104,6 @@ export function wireTurn(options: {
     getApiKey,
     budget,
     logger: logger.child("agent"),
-    // Read when a turn finds no key: with authFile, it says why and where to log in.
-    get missingKeyMessage() {
-      return oauth
-        ? oauth.missingKeyMessage(model.provider, options.login.loginUrl)
-        : (notConfigured ?? "No API key for the configured provider.");
-    },
     onProviderError: options.login.onProviderError,
     redactors: { manage_plugins: redactManagePluginsArguments },
     refuseModelCall: usage.refuseModelCall,
@@ -117,19 +111,26 @@ export function wireTurn(options: {
       staleAfterTool(name, args, { conversations: () => turns.conversations, systemPrompt, inbox }),
     onModelCall: usage.recordTurnCall,
   };
-  const engine = new TurnEngine({
-    ...shared,
-    conversation,
-    tools: () => tools,
-    systemPrompt: () => systemPrompt.get(),
-  });
+  // Each engine of the wing: what they share, and what is their agent's own.
+  const engineOf = (own: Pick<TurnDeps, "conversation" | "tools" | "systemPrompt">): TurnEngine =>
+    new TurnEngine({
+      ...shared,
+      ...own,
+      // Read when a turn finds no key (a getter: a spread would copy the value of the moment):
+      // with authFile, it says why and where to log in.
+      get missingKeyMessage() {
+        return oauth
+          ? oauth.missingKeyMessage(model.provider, options.login.loginUrl)
+          : (notConfigured ?? "No API key for the configured provider.");
+      },
+    });
+  const engine = engineOf({ conversation, tools: () => tools, systemPrompt: () => systemPrompt.get() });
   // A subagent's turn: its own conversation, its own prompt and only the tools it may use, read
   // from its record at every turn (the main agent may have changed it).
   const turns: AgentTurns = new AgentTurns({ conversation, engine }, (agentId) => {
     const own = new ConversationStore(db, agentId);
     let record: AgentRecord | undefined;
-    const subagent = new TurnEngine({
-      ...shared,
+    const subagent = engineOf({
       conversation: own,
       systemPrompt: async () => {
         record = await getAgent(db, agentId);
