@@ -439,6 +439,13 @@ describe("the People page's API (owner only)", () => {
         (row) => row.display_name === "Newcomer",
       )?.identities,
     ).toEqual([{ service: "telegram", identifier: String(NEWCOMER) }]);
+    const toMain = await call("/api/people/interlocutors", {
+      action: "create",
+      display_name: "Sneaky",
+      agent_id: 1,
+    });
+    expect(toMain.status).toBe(400);
+    expect(toMain.body.error).toContain("the main agent, the owner's");
     const owner = (person.body.interlocutors as { id: number; owner: boolean }[]).find((row) => row.owner);
     expect((await call("/api/people/interlocutors", { action: "delete", id: owner?.id })).status).toBe(400);
 

@@ -4,7 +4,13 @@ import { encode } from "@toon-format/toon";
 import { normalizeIdentifier } from "../allowlist/allowlist.js";
 import { isChannel } from "../audience.js";
 import type { Database, Queryable } from "../db/database.js";
-import { getAgent, getInterlocutor, listInterlocutors, type InterlocutorRecord } from "../db/people.js";
+import {
+  MAIN_AGENT_ID,
+  getAgent,
+  getInterlocutor,
+  listInterlocutors,
+  type InterlocutorRecord,
+} from "../db/people.js";
 import { ToolError, textResult, unknownAction } from "./result.js";
 
 const actions = ["help", "create", "update", "delete", "add_identity", "remove_identity", "list"] as const;
@@ -21,7 +27,7 @@ const parameters = Type.Object({
 
 const HELP = `manage_interlocutors keeps the records of the people you talk to (interlocutors). Each has a display name, identities (a service such as "telegram" or "signal" and that service's identifier: a chat id, a phone number) and the agent that answers their messages.
 Actions:
-- create {display_name, agent_id?, enabled?, service?, identifier?}: a new interlocutor. The display name must be unique. service and identifier come together or not at all. An enabled interlocutor (the default) needs an agent_id, or their messages would reach nobody.
+- create {display_name, agent_id?, enabled?, service?, identifier?}: a new interlocutor. The display name must be unique. service and identifier come together or not at all. An enabled interlocutor (the default) needs an agent_id, a subagent (the main agent answers only the owner), or their messages would reach nobody.
 - update {id, display_name?, agent_id?, enabled?}: change what is given. agent_id 0 removes the assignment. enabled false refuses their messages both ways until enabled again (the assignment stays). The owner's record cannot be changed.
 - delete {id}: removes every identity of the interlocutor (the record stays, as do its conversations). Not for the owner.
 - add_identity {id, service, identifier} / remove_identity {id, service, identifier}: one identity. The owner's identities come from [owner] in config.toml.
@@ -175,6 +181,12 @@ async function notOwner(db: Queryable, id: number | undefined, action: string): 
 }
 
 async function agentExists(db: Queryable, id: number): Promise<void> {
+  // People other than the owner never talk to the owner's agent (the reference allowed it).
+  if (id === MAIN_AGENT_ID) {
+    throw new ToolError(
+      `Error: agent ${MAIN_AGENT_ID} is the main agent, the owner's: anyone else needs a subagent of their own (manage_agents create).`,
+    );
+  }
   if (!(await getAgent(db, id))) {
     throw new ToolError(`Error: agent ${id} not found. manage_agents list shows the agents.`);
   }

@@ -54,13 +54,16 @@ function interlocutorRow(person) {
     "select",
     { "aria-label": `Agent of ${person.display_name}`, disabled: person.owner },
     el("option", { value: "0", text: "no agent" }),
-    agents.map((agent) =>
-      el("option", {
-        value: String(agent.id),
-        text: agentName(agent.id),
-        selected: agent.id === person.agent_id,
-      }),
-    ),
+    // Only the owner is handled by the main agent.
+    agents
+      .filter((agent) => person.owner || agent.id !== 1 || agent.id === person.agent_id)
+      .map((agent) =>
+        el("option", {
+          value: String(agent.id),
+          text: agentName(agent.id),
+          selected: agent.id === person.agent_id,
+        }),
+      ),
   );
   select.addEventListener("change", () =>
     change("/api/people/interlocutors", { action: "update", id: person.id, agent_id: Number(select.value) }),
