@@ -158,8 +158,23 @@ export async function seedOwner(
         [id, owner.name, MAIN_AGENT_ID],
       );
     }
-    await tx.query("UPDATE interlocutor_identities SET identifier = NULL WHERE interlocutor_id = $1", [id]);
-    for (const identity of owner.identities) {
+    const live = await tx.query<{ id: number; service: string; identifier: string }>(
+      "SELECT id, service, identifier FROM interlocutor_identities WHERE interlocutor_id = $1 AND identifier IS NOT NULL",
+      [id],
+    );
+    const wanted = (row: { service: string; identifier: string }) =>
+      owner.identities.some(
+        (identity) => identity.service === row.service && identity.identifier === row.identifier,
+      );
+    for (const row of live.rows) {
+      if (!wanted(row))
+        await tx.query("UPDATE interlocutor_identities SET identifier = NULL WHERE id = $1", [row.id]);
+    }
+    const missing = owner.identities.filter(
+      (identity) =>
+        !live.rows.some((row) => row.service === identity.service && row.identifier === identity.identifier),
+    );
+    for (const identity of missing) {
       // The owner's identity is theirs: taken from anyone else who had it.
       await tx.query(
         "UPDATE interlocutor_identities SET identifier = NULL WHERE service = $1 AND identifier = $2",
