@@ -40,6 +40,7 @@ import { wireTurn } from "./queue/wiring.js";
 import { Scheduler } from "./scheduler/scheduler.js";
 import { buildServer } from "./server.js";
 import { wireTools } from "./tools/wiring.js";
+import { seedOwner } from "./db/people.js";
 import type { UsageMeter } from "./usage/meter.js";
 import { wireUsage } from "./usage/wiring.js";
 
@@ -147,7 +148,26 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const currentTurn = new CurrentTurn();
     const usage = await wireUsage({ db, config, timezone, model: model.model, currentTurn, logger });
     cleanup.add(usage.flush);
+    // The owner's record as [owner] says at this start (their identities go to the main agent).
+    await seedOwner(db, {
+      name: config.owner?.name ?? "owner",
+      identities: (["telegram", "signal"] as const).flatMap((service) => {
+        const identifier = channels.ownerIds[service];
+        return identifier ? [{ service, identifier }] : [];
+      }),
+    });
+    // One agent's message to another is saved in the inbox for it; the queue is made below.
+    const late: { queue?: MessageQueue } = {};
     const tools = wireTools({
+      enqueueAgentMessage: async ({ from, fromLabel, to, text }) => {
+        if (!late.queue) throw new Error("the queue is not running yet");
+        await late.queue.submit("agent", String(from), {
+          message: text,
+          attachments: [],
+          agentId: to,
+          from: fromLabel,
+        });
+      },
       config,
       db,
       areas,
@@ -181,6 +201,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       login,
       logger,
     });
+    late.queue = turn.queue;
     const backups = db.embedded
       ? new BackupSchedule({
           files: db.embedded,
@@ -204,6 +225,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       pluginsChanged: () => turn.systemPrompt.invalidate("plugins"),
       notReady: () => model.notConfigured,
       allowlist: channels.allowlist,
+      people: turn.people,
       tell: channels.tell,
       channels,
       login: login.login,

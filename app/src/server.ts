@@ -15,6 +15,7 @@ import { createPageHandler, createPageQueryHandler } from "./routes/pages.js";
 import { addPluginSettingsRoutes, type PluginSettingsDeps } from "./routes/plugin-settings.js";
 import { createUploadHandler } from "./routes/upload.js";
 import { addAllowlistRoutes } from "./routes/allowlist.js";
+import { addPeopleRoutes } from "./routes/people.js";
 import { addAnswerRoutes } from "./routes/answers.js";
 import { addEventRoutes } from "./routes/events.js";
 import type { LiveEvents } from "./live/events.js";
@@ -106,6 +107,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     .get("/api/pages/*", createPageQueryHandler(pages), { public: true });
   addPluginSettingsRoutes(external, deps);
   addAllowlistRoutes(external, deps.allowlist);
+  addPeopleRoutes(external, deps.db);
   addAnswerRoutes(external, deps.inbox);
   addEventRoutes(external, { live: deps.live, inbox: deps.inbox, logger: deps.logger.child("events") });
   addLoginRoutes(external, deps.login);
@@ -119,6 +121,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   deps.channels.addRoutes(external, {
     queue: deps.queue,
     allowlist: deps.allowlist,
+    people: deps.people,
     tell: deps.tell,
     logger: deps.logger,
   });

@@ -49,12 +49,13 @@ export const telegramChannel: ChannelDefinition = {
   addRoutes(router, { webhookSecret, logger }, intake) {
     // Telegram cannot log in: the handler checks the secret registered with setWebhook. No
     // `notReady`: a Telegram message is kept even before a provider is set, and its turn says so.
-    const { queue, allowlist, tell } = intake;
+    const { queue, allowlist, people, tell } = intake;
     router.post(
       "/telegram/webhook",
       createTelegramWebhookHandler({
         queue,
         allowlist,
+        people,
         tell,
         secret: webhookSecret,
         logger: logger.child("telegram"),
