@@ -1,18 +1,7 @@
 import type { AgentRecord } from "../db/people.js";
 import { MAIN_AGENT_ID } from "../db/people.js";
 import { ToolError, type AnyAgentTool } from "../tools/result.js";
-
-/** The core tools a subagent may be given (the reference's safe set); nothing else is offered to one. */
-export const SUBAGENT_TOOLS: readonly string[] = [
-  "send_signal_message",
-  "send_telegram_message",
-  "send_whatsapp_message",
-  "send_email",
-  "manage_files",
-  "manage_uploads",
-  "run_python",
-  "db_search",
-];
+import { SUBAGENT_TOOLS } from "../tools/subagent-tools.js";
 
 /** Every agent may message the others; a subagent with plugins gets `run_plugin_tool`. */
 const ALWAYS = "send_agent_message";

@@ -1,6 +1,5 @@
 import type { Logger } from "@stavrobot/common";
 import { type Channel } from "../audience.js";
-import { CHANNELS } from "../channels/registry.js";
 import type { Queryable } from "../db/database.js";
 import { MAIN_AGENT_ID, firstNoticeToday, getAgent, interlocutorByIdentity } from "../db/people.js";
 import { zonedParts } from "../zoned-date.js";
@@ -17,6 +16,8 @@ export interface PeopleRouterDeps {
   /** Tells the owner something (on their push channel, else their console), once per `key`. */
   tellOwner: (text: string, key: string) => Promise<void>;
   timezone: string;
+  /** A channel's name as people read it ("Telegram"), for the owner's notice. */
+  channelTitle: (channel: Channel) => string;
   logger: Logger;
 }
 
@@ -45,7 +46,7 @@ export class PeopleRouter {
         ? await getAgent(db, person.agent_id)
         : undefined;
     if (person && agent) return { kind: "agent", agentId: agent.id, label: person.display_name };
-    const title = CHANNELS[channel].title;
+    const title = this.deps.channelTitle(channel);
     const who = person ? `${person.display_name} (${title} ${sender})` : `${title} ${sender}`;
     const day = Object.values(pick(zonedParts(new Date(), this.deps.timezone))).join("-");
     if (!(await firstNoticeToday(db, `unassigned:${channel}:${sender}`, day))) {

@@ -8,6 +8,7 @@ import { TurnEngine, type TurnDeps } from "../agent/turn.js";
 import { isOwnerMessage, maySteer, ownerDestination } from "../audience.js";
 import { PeopleRouter } from "./routing.js";
 import type { AppConfig } from "../boot/config.js";
+import { CHANNELS } from "../channels/registry.js";
 import type { ChannelWiring } from "../channels/wiring.js";
 import type { Database } from "../db/database.js";
 import type { InboxStore } from "../db/inbox.js";
@@ -205,6 +206,7 @@ export function wireTurn(options: {
   const people = new PeopleRouter({
     db,
     timezone,
+    channelTitle: (channel) => CHANNELS[channel].title,
     logger: logger.child("people"),
     // On the owner's push channel (the key makes it once), else kept for their console.
     tellOwner: async (text, key) => {

@@ -1,7 +1,7 @@
 import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { StringEnum, Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
-import { SUBAGENT_TOOLS } from "../agent/subagent.js";
+import { SUBAGENT_TOOLS } from "./subagent-tools.js";
 import type { Queryable } from "../db/database.js";
 import { MAIN_AGENT_ID, createAgent, listAgents, updateAgent } from "../db/people.js";
 import { ToolError, textResult, unknownAction } from "./result.js";
