@@ -473,6 +473,15 @@ describe("the allowlist settings", () => {
       expect(refused.status).toBe(400);
       expect(refused.body.error).toEqual(expect.any(String));
     }
+    // What GET answers goes back unchanged (the owner's identities beside the lists are read-only).
+    const read = (await (
+      await fetch(`http://127.0.0.1:${app.port}/api/settings/allowlist`, {
+        headers: { Authorization: basicAuthHeader(PASSWORD) },
+      })
+    ).json()) as Record<string, unknown>;
+    const roundTrip = await put("/api/settings/allowlist", read);
+    expect(roundTrip.status).toBe(200);
+    expect(roundTrip.body).toEqual(read);
     await put("/api/settings/allowlist", { signal: [], telegram: [FRIEND], whatsapp: [], email: [] });
   });
 

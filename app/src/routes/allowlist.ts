@@ -23,9 +23,21 @@ export function addAllowlistRoutes(router: Router, allowlist: Allowlist): void {
     .get("/api/settings/allowlist", async () => ({ json: await view(allowlist) }))
     .add("PUT", "/api/settings/allowlist", async ({ req }) => {
       const body = await readJsonObject(req, 1024 * 1024);
-      await allowlist.replace(validate(body, allowlist.owner));
+      await allowlist.replace(validate(listsOf(body), allowlist.owner));
       return { json: await view(allowlist) };
     });
+}
+
+/**
+ * The lists of a PUT body: the reference's (the lists at the top) or what GET answers (the lists
+ * under `allowlist`, beside `ownerIdentities`), so a client can send back what it read.
+ */
+function listsOf(body: Record<string, unknown>): Record<string, unknown> {
+  const nested = body.allowlist;
+  const atTop = ALLOWLIST_SERVICES.some((service) => service in body);
+  return !atTop && typeof nested === "object" && nested !== null && !Array.isArray(nested)
+    ? (nested as Record<string, unknown>)
+    : body;
 }
 
 async function view(allowlist: Allowlist): Promise<unknown> {
