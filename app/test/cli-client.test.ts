@@ -145,6 +145,20 @@ describe("CLI client (runClient) against the fake app", () => {
     expect(r.stderr).toContain("Bad Gateway");
   });
 
+  it("a turn that failed (200 with failed: true) prints its text to stderr and exits 1", async () => {
+    fake.setMode({
+      kind: "reply",
+      reply: {
+        status: 200,
+        text: '{"response":"Something went wrong: overloaded (HTTP 529)","failed":true}',
+      },
+    });
+    const r = await run(["-m", "hi"], env());
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("Something went wrong: overloaded (HTTP 529)");
+    expect(r.stdout).toBe("");
+  });
+
   it("a 200 without a string response exits 1", async () => {
     fake.setMode({ kind: "reply", reply: { status: 200, text: '{"answer":"wrong shape"}' } });
     const r = await run(["-m", "hi"], env());

@@ -95,6 +95,8 @@ describe("a subscription login, for an owner without a push channel", () => {
     });
     const refused = await chat(app, "Still there?");
     expect(refused.body.response).toBe("Something went wrong: Invalid (HTTP 401)");
+    // A failed turn says so beside its text, so a client can tell it from an answer.
+    expect(refused.body.failed).toBe(true);
     expect(JSON.parse(readFileSync(authFile, "utf8"))).toEqual({});
 
     // (The 401 reply itself may still be listed for a moment: it is marked seen once its response is sent.)

@@ -3,7 +3,7 @@
  *   STAVROBOT_URL       default http://localhost:3000
  *   STAVROBOT_PASSWORD  the password from config.toml (required)
  *   -m "text"           send one message, print the reply, exit
- * Exit codes: 0 ok, 1 the server answered with an error, 2 usage or missing settings,
+ * Exit codes: 0 ok, 1 the server answered with an error or the turn failed, 2 usage or missing settings,
  * 3 the server could not be reached.
  */
 import { createInterface } from "node:readline";
@@ -45,7 +45,7 @@ export async function sendMessage(
     );
   }
   const text = await response.text();
-  let body: { response?: unknown; error?: unknown } = {};
+  let body: { response?: unknown; error?: unknown; failed?: unknown } = {};
   try {
     body = JSON.parse(text) as typeof body;
   } catch {
@@ -59,6 +59,8 @@ export async function sendMessage(
   }
   if (typeof body.response !== "string")
     throw new ClientError("The server sent an unexpected answer.", EXIT.serverError);
+  // The turn failed (the provider, a tool round cap, …): its text says why.
+  if (body.failed === true) throw new ClientError(body.response, EXIT.serverError);
   return body.response;
 }
 

@@ -82,7 +82,12 @@ export interface Submitted {
   steered: boolean;
   /** The idempotency key was seen before: nothing new was saved. */
   duplicate: boolean;
+  /** How its turn ended, once `reply` has resolved (undefined for a steer or a repeat). */
+  ending: () => Answer["kind"] | undefined;
 }
+
+/** What whoever waits for a queued entry holds. */
+export type Handle = Pick<Submitted, "reply" | "deferred" | "ending">;
 
 export interface Item {
   entry: InboxEntry;
@@ -92,4 +97,6 @@ export interface Item {
   write: RowWrite;
   resolve: (reply: string) => void;
   defer: () => void;
+  /** How its turn ended, set when it is concluded. */
+  ending?: Answer["kind"];
 }

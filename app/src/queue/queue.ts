@@ -4,7 +4,7 @@ import { startedByNobody } from "../audience.js";
 import { isDatabaseUnavailable } from "../db/database.js";
 import type { InboxEntry, InboxPayload } from "../db/inbox.js";
 import { RowWrite } from "../db/row-write.js";
-import type { Item, QueueDeps, Submitted } from "./contracts.js";
+import type { Handle, Item, QueueDeps, Submitted } from "./contracts.js";
 import { aborted, failed, replied, type Answer, type Ending } from "./endings.js";
 import { CurrentTurn } from "./current-turn.js";
 import { HeldTurns } from "./hold.js";
@@ -30,7 +30,7 @@ const never = new Promise<void>(() => {});
 export class MessageQueue {
   private readonly items: Item[] = [];
   /** Reply promises of entries queued or running, so an entry is never queued twice. */
-  private readonly waiting = new Map<number, { reply: Promise<string>; deferred: Promise<void> }>();
+  private readonly waiting = new Map<number, Handle>();
   private running = false;
   /** A submit is saving an entry as started: a second one meanwhile is saved pending. */
   private reserved = false;
@@ -105,6 +105,7 @@ export class MessageQueue {
         deferred: never,
         steered: false,
         duplicate,
+        ending: () => undefined,
       };
     }
     if (await this.steering.steer(this.turn.entry, entry, payload)) {
@@ -114,6 +115,7 @@ export class MessageQueue {
         deferred: never,
         steered: true,
         duplicate,
+        ending: () => undefined,
       };
     }
     return { id: entry.id, ...this.enqueue(entry, accepted.started), steered: false, duplicate };
@@ -188,19 +190,17 @@ export class MessageQueue {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private enqueue(
-    entry: InboxEntry,
-    started = false,
-    write = RowWrite.written(),
-  ): { reply: Promise<string>; deferred: Promise<void> } {
+  private enqueue(entry: InboxEntry, started = false, write = RowWrite.written()): Handle {
     const existing = this.waiting.get(entry.id);
     if (existing) return existing;
     let defer = () => {};
     const deferred = new Promise<void>((resolve) => (defer = resolve));
-    const reply = new Promise<string>((resolve) =>
-      this.insertInOrder({ entry, started, write, resolve, defer }),
-    );
-    const handle = { reply, deferred };
+    const item: Item = { entry, started, write, resolve: () => {}, defer };
+    const reply = new Promise<string>((resolve) => {
+      item.resolve = resolve;
+      this.insertInOrder(item);
+    });
+    const handle = { reply, deferred, ending: () => item.ending };
     this.waiting.set(entry.id, handle);
     void this.pump();
     return handle;
@@ -372,6 +372,7 @@ export class MessageQueue {
    */
   private async conclude(item: Item, ending: Ending): Promise<string> {
     await this.durably(item, () => this.deps.lifecycle.finish(item.entry.id, ending.end));
+    item.ending = ending.answer.kind;
     await this.handOver(item.entry, ending.answer, item);
     return ending.reply;
   }

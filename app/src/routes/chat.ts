@@ -123,7 +123,9 @@ function chatHandler(deps: ChatDeps): Handler {
     // A steering acknowledgement is not the message's reply: that one is settled after the turn.
     const seen = [...(submitted.steered ? [] : [submitted.id]), ...missed.map((m) => m.id)];
     res.once("finish", () => deps.inbox.noteSeen(seen));
-    return { json: { response: withMissedReplies(reply, missed) } };
+    // A turn that failed says so beside its text (the reference's clients read `response` only).
+    const failed = submitted.ending() === "error" ? { failed: true } : {};
+    return { json: { response: withMissedReplies(reply, missed), ...failed } };
   };
 }
 
