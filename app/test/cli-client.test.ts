@@ -195,14 +195,16 @@ describe("CLI client (runClient) against the fake app", () => {
     expect(r.stdout).toContain("Usage:");
   });
 
-  it("REPL: two lines then an empty line prints both replies and exits 0", async () => {
+  it("REPL: two lines, an empty line that ends nothing, then Ctrl-D: both replies, exit 0", async () => {
     const session = inProcess([], env());
     await vi.waitFor(() => expect(session.stdout()).toContain("> "));
     session.stdin.write("first message\n");
     await vi.waitFor(() => expect(session.stdout()).toContain("reply to first message\n"));
+    // A stray Enter sends nothing and ends nothing.
+    session.stdin.write("\n");
     session.stdin.write("second message\n");
     await vi.waitFor(() => expect(session.stdout()).toContain("reply to second message\n"));
-    session.stdin.write("\n");
+    session.stdin.end();
     expect(await session.exit).toBe(0);
     expect(session.stdout()).toContain(`Connected to ${fake.app().url}`);
     expect(session.stderr()).toBe("");
@@ -219,12 +221,12 @@ describe("CLI client (runClient) against the fake app", () => {
     await vi.waitFor(() => expect(session.stderr()).toContain("model exploded"));
     session.stdin.write("after\n");
     await vi.waitFor(() => expect(session.stdout()).toContain("reply to after\n"));
-    session.stdin.write("\n");
+    session.stdin.end();
     expect(await session.exit).toBe(0);
     expect(requests()).toHaveLength(2);
   });
 
-  // The prompt says "an empty line or Ctrl-D exits".
+  // The prompt says "Ctrl-D exits".
   it("REPL: closing stdin (Ctrl-D) exits 0 without sending anything", async () => {
     const r = await run([], env(), "");
     expect(r.stdout).toContain("> ");
@@ -285,15 +287,15 @@ describe("CLI client as a process (npm run chat)", () => {
     expect(r.stderr).toContain(says);
   });
 
-  // The process must end after an empty line even though nobody closes its stdin.
-  it("REPL: an empty line ends the process while stdin stays open", async () => {
+  // As its own process: a line answered, then Ctrl-D.
+  it("REPL: as a process, answers a line and ends at Ctrl-D", async () => {
     const session = asProcess([], env());
     await vi.waitFor(() => expect(session.stdout()).toContain("> "), { timeout: 20_000 });
     session.stdin.write("first message\n");
     await vi.waitFor(() => expect(session.stdout()).toContain("reply to first message\n"), {
       timeout: 20_000,
     });
-    session.stdin.write("\n");
+    session.stdin.end();
     expect(await session.exit).toBe(0);
     expect(session.stderr()).toBe("");
   });

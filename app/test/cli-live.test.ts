@@ -32,8 +32,10 @@ async function pending(app: AppFixture["app"]): Promise<unknown[]> {
 const ownerTexts = (requests: RecordedRequest[]) =>
   requests.map((request) => request.lastUserText).filter((text) => text.includes("Source: cli"));
 
-async function end(session: Session, enter = "\n"): Promise<void> {
-  session.stdin.write(enter);
+/** Ctrl-D: the end of input, or the key in a terminal. */
+async function end(session: Session, key?: string): Promise<void> {
+  if (key === undefined) session.stdin.end();
+  else session.stdin.write(key);
   expect(await session.exit).toBe(0);
 }
 
@@ -131,8 +133,29 @@ describe.skipIf(terminalMissing)(
       await vi.waitFor(() => expect(repl.stdout()).toContain("Got your line."), WAIT);
       expect(ownerTexts(t.fake.requests).at(-1)).toMatch(/\nText: half a line$/);
       await vi.waitFor(async () => expect(await pending(t.app)).toEqual([]), WAIT);
-      await end(repl, "\r");
+      await end(repl, "\x04");
       expect(repl.stdout()).not.toContain("Replies to earlier messages");
+    });
+
+    it("stops the turn a reply is pending for at Ctrl-C, goes on, and ends at Ctrl-C at the prompt", async () => {
+      t.fake.reset();
+      // A turn the model never finishes by itself: only the stop ends it.
+      t.fake.enqueue({ ...textTurn("never shown"), gate: new Promise(() => {}) });
+      const repl = track(inTerminal(env()));
+      await vi.waitFor(() => expect(repl.stdout()).toMatch(/Ctrl-D exits\.\r?\n(.|\n)*> /), WAIT);
+      repl.stdin.write("think about it for a long time\r");
+      await vi.waitFor(
+        () => expect(ownerTexts(t.fake.requests).at(-1)).toMatch(/Text: think about it for a long time$/),
+        WAIT,
+      );
+      repl.stdin.write("\x03");
+      // The pending reply ends as /stop ends it; nothing of the model's is shown.
+      await vi.waitFor(() => expect(repl.stdout()).toContain("Aborted."), WAIT);
+      expect(repl.stdout()).not.toContain("never shown");
+      t.fake.enqueue(textTurn("Still here."));
+      repl.stdin.write("still there?\r");
+      await vi.waitFor(() => expect(repl.stdout()).toContain("Still here."), WAIT);
+      await end(repl, "\x03");
     });
   },
 );

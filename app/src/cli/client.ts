@@ -218,8 +218,8 @@ function repl(io: ClientIo, baseUrl: string, password: string, session: LiveSess
   let closed = false;
   let finished = false;
   io.stdout.write(
-    `Connected to ${baseUrl}. Type a message; while a reply is pending, /stop aborts it and anything ` +
-      `else steers it. An empty line or Ctrl-D exits.\n`,
+    `Connected to ${baseUrl}. Type a message; while a reply is pending, /stop (or Ctrl-C) aborts it ` +
+      `and anything else steers it. Ctrl-D exits.\n`,
   );
   session.follow((text) => screen.notice(text));
   return new Promise((resolve) => {
@@ -241,7 +241,8 @@ function repl(io: ClientIo, baseUrl: string, password: string, session: LiveSess
         else prompt();
         return;
       }
-      if (!line.trim()) return finish(EXIT.ok);
+      // An empty line (a stray Enter) sends nothing and ends nothing.
+      if (!line.trim()) return next();
       busy = true;
       screen.taken();
       await printReply(io, () => sendMessage(baseUrl, password, line), print);
@@ -255,6 +256,12 @@ function repl(io: ClientIo, baseUrl: string, password: string, session: LiveSess
       }
       pending.push(line);
       void next();
+    });
+    // Ctrl-C (a terminal's): stops the turn a reply is pending for, as /stop does; at the prompt,
+    // ends the session.
+    rl.on("SIGINT", () => {
+      if (busy) void printReply(io, () => sendMessage(baseUrl, password, "/stop"), print);
+      else finish(EXIT.ok);
     });
     rl.on("close", () => {
       closed = true;
@@ -281,6 +288,6 @@ async function printReply(
 if (isMainModule(import.meta.url)) {
   const { argv, env, stdin, stdout, stderr } = process;
   process.exitCode = await runClient({ argv: argv.slice(2), env, stdin, stdout, stderr });
-  // An empty line ends the session even though stdin is still open.
+  // The session may end (Ctrl-C at the prompt) while stdin is still open.
   stdin.destroy();
 }
