@@ -217,6 +217,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       queue: turn.queue,
       inbox,
       live,
+      progress: turn.progress,
       db,
       uploadsDir: paths.uploadsDir,
       filesDir: paths.filesDir,

@@ -19,6 +19,9 @@ import { redactToolCalls, scrubToolResult, type ArgumentRedactor } from "./redac
 import { ToolRounds } from "./tool-rounds.js";
 import { requestOverhead, type TokenBudget } from "./tokens.js";
 import { truncateToBudget } from "./truncate.js";
+import type { TurnProgressEvent } from "../live/progress.js";
+import { reportProgress } from "./progress.js";
+import { isRetryableProviderError } from "./provider-errors.js";
 
 export interface TurnDeps {
   db: Database;
@@ -53,6 +56,8 @@ export interface TurnDeps {
   onModelCall?: (inboxId: number, message: AssistantMessage) => void;
   /** Told after every tool call (caches a tool may have made stale). Must not throw. */
   afterTool?: (name: string, args: unknown) => void;
+  /** Told what the turn writes and runs as it happens (its sender may be following). */
+  progress?: (inboxId: number, event: TurnProgressEvent) => void;
 }
 
 export type TurnOutcome =
@@ -239,6 +244,7 @@ export class TurnEngine {
       }
     });
 
+    const unfollow = reportProgress(agent, (event) => deps.progress?.(inboxId, event));
     this.agent = agent;
     try {
       if (this.write.failed) return { kind: "aborted" };
@@ -249,6 +255,7 @@ export class TurnEngine {
       return { kind: "error", message: errorMessage(error), retryable: false, progressSaved: progress.saved };
     } finally {
       unsubscribe();
+      unfollow();
       this.agent = undefined;
       this.steers = [];
     }
@@ -384,12 +391,4 @@ function cancellationNote(): UserMessage {
 
 function databaseDown(error: unknown, progressSaved: boolean): TurnOutcome {
   return { kind: "error", message: errorMessage(error), retryable: false, progressSaved, databaseDown: true };
-}
-
-/** Provider errors worth retrying: not a 4xx (bad request, auth), except rate limits and timeouts. */
-export function isRetryableProviderError(message: string): boolean {
-  if (/no api key/i.test(message)) return false;
-  const status = /^(\d{3})\b/.exec(message.trim())?.[1];
-  if (status && status.startsWith("4")) return status === "429" || status === "408";
-  return !/\b(401|403)\b.*(auth|key|permission)/i.test(message);
 }

@@ -22,17 +22,29 @@ export class ClientError extends Error {
   }
 }
 
+/** A turn's progress as the app streams it: a tool starting, a retry coming, text being written. */
+export type Progress =
+  | { type: "tool"; name: string }
+  | { type: "retry"; attempt: number; of: number; reason: string; inSeconds: number }
+  | { type: "text"; delta: string };
+
 export async function sendMessage(
   baseUrl: string,
   password: string,
   message: string,
   signal?: AbortSignal,
+  onProgress?: (progress: Progress) => void,
 ): Promise<string> {
   let response: Response;
   try {
     response = await fetch(`${baseUrl.replace(/\/+$/, "")}/chat`, {
       method: "POST",
-      headers: { "Content-Type": "application/json", Authorization: basicAuthHeader(password) },
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: basicAuthHeader(password),
+        // The turn's progress as it happens, when the app can stream it (plain JSON otherwise).
+        ...(onProgress ? { Accept: "text/event-stream, application/json" } : {}),
+      },
       body: JSON.stringify({ message, source: "cli" }),
       signal,
     });
@@ -43,6 +55,9 @@ export async function sendMessage(
         `and its reply will be shown with your next message.`,
       EXIT.unreachable,
     );
+  }
+  if (onProgress && response.ok && response.headers.get("content-type")?.startsWith("text/event-stream")) {
+    return answerOf(await readTurnEvents(response, onProgress));
   }
   const text = await response.text();
   let body: { response?: unknown; error?: unknown; failed?: unknown } = {};
@@ -57,11 +72,44 @@ export async function sendMessage(
     const detail = typeof body.error === "string" ? body.error : text.slice(0, 300);
     throw new ClientError(`The server answered ${response.status}: ${detail}`, EXIT.serverError);
   }
+  return answerOf(body);
+}
+
+/** The reply in a `/chat` answer; a failed turn is an error whose text says why. */
+function answerOf(body: { response?: unknown; error?: unknown; failed?: unknown }): string {
+  // An answer that could not come (the database went away; the message runs later): why, as is.
+  if (typeof body.error === "string") throw new ClientError(body.error, EXIT.serverError);
   if (typeof body.response !== "string")
     throw new ClientError("The server sent an unexpected answer.", EXIT.serverError);
   // The turn failed (the provider, a tool round cap, …): its text says why.
   if (body.failed === true) throw new ClientError(body.response, EXIT.serverError);
   return body.response;
+}
+
+/** Reads `/chat`'s events, passing progress on, up to its last event: the answer or an error. */
+async function readTurnEvents(
+  response: Response,
+  onProgress: (progress: Progress) => void,
+): Promise<{ response?: unknown; error?: unknown; failed?: unknown }> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const chunk of response.body ?? []) {
+    buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+    for (let end = buffered.indexOf("\n\n"); end !== -1; end = buffered.indexOf("\n\n")) {
+      const block = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      const type = /^event: (.*)$/m.exec(block)?.[1];
+      const data = /^data: (.*)$/m.exec(block)?.[1];
+      if (!type || data === undefined) continue;
+      const parsed = JSON.parse(data) as Record<string, unknown>;
+      if (type === "answer" || type === "error") return parsed;
+      if (type === "tool" || type === "retry" || type === "text") onProgress({ type, ...parsed } as Progress);
+    }
+  }
+  throw new ClientError(
+    "The connection ended before the answer. Your message was saved; its reply will be shown with your next message.",
+    EXIT.unreachable,
+  );
 }
 
 /**
@@ -245,7 +293,16 @@ function repl(io: ClientIo, baseUrl: string, password: string, session: LiveSess
       if (!line.trim()) return next();
       busy = true;
       screen.taken();
-      await printReply(io, () => sendMessage(baseUrl, password, line), print);
+      // What the turn does while it runs: each tool by name, each retry at once with its reason.
+      const progress = (event: Progress) => {
+        if (event.type === "tool") print(`· ${event.name}\n`);
+        if (event.type === "retry")
+          print(
+            `· ${event.reason}: trying again in ${event.inSeconds} s (${event.attempt} of ${event.of})\n`,
+            io.stderr,
+          );
+      };
+      await printReply(io, () => sendMessage(baseUrl, password, line, undefined, progress), print);
       busy = false;
       await next();
     };

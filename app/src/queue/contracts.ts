@@ -7,6 +7,7 @@ import type { RowWrite } from "../db/row-write.js";
 import type { Answer } from "./endings.js";
 import type { CurrentTurn } from "./current-turn.js";
 import type { InboxLifecycle } from "./lifecycle.js";
+import type { TurnProgressEvent } from "../live/progress.js";
 
 /* What the queue needs from the rest of the app, and what it gives a sender. */
 
@@ -57,6 +58,8 @@ export interface QueueDeps {
    * millisecond to a millisecond sooner; see DECISIONLOG.md). Default true.
    */
   startWhileWriting?: boolean;
+  /** Told of each retry before the queue waits for it (the sender may be following). */
+  progress?: (inboxId: number, event: TurnProgressEvent) => void;
   /** Resolves once the database answers again after an outage. */
   waitForDatabase: () => Promise<void>;
   /**

@@ -347,10 +347,14 @@ export class MessageQueue {
         return this.conclude(item, failed(OUTAGE_REPLY, outcome.message));
       }
       if (outcome.retryable && attempt < this.deps.maxRetries) {
-        this.deps.logger.warn("turn failed, retrying", {
-          id: entry.id,
-          attempt: attempt + 1,
-          error: outcome.message,
+        const retry = { attempt: attempt + 1, of: this.deps.maxRetries, reason: outcome.message };
+        this.deps.logger.warn("turn failed, retrying", { id: entry.id, ...retry });
+        const inSeconds = this.deps.retryDelayMs / 1000;
+        this.deps.progress?.(entry.id, {
+          type: "retry",
+          ...retry,
+          reason: describeProviderError(retry.reason),
+          inSeconds,
         });
         const wait = new AbortController();
         this.retryWait = wait;

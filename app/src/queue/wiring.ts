@@ -1,3 +1,4 @@
+import { TurnProgress, type TurnProgressEvent } from "../live/progress.js";
 import type { Logger, ServiceClient } from "@stavrobot/common";
 import { compactIfNeeded, SummaryBackoff } from "../agent/compaction.js";
 import { ConversationStore } from "../agent/conversation.js";
@@ -38,6 +39,8 @@ export interface TurnWing {
   queue: MessageQueue;
   /** Where a channel message from anyone but the owner goes (their agent), for the intake. */
   people: PeopleRouter;
+  /** What each turn is doing, for a sender that follows it. */
+  progress: TurnProgress;
 }
 
 /**
@@ -94,6 +97,7 @@ export function wireTurn(options: {
   // Whose turn runs: the running turn's last messages are written with its entry's end.
   const written = { flush: (companions: StatementPart[]) => turns.flush(companions) };
   const lifecycle = new InboxLifecycle({ inbox, conversation: written, meter: usage.meter });
+  const progress = new TurnProgress();
   const shared = {
     db,
     stream: callModels,
@@ -111,6 +115,7 @@ export function wireTurn(options: {
     afterTool: (name: string, args: unknown) =>
       staleAfterTool(name, args, { conversations: () => turns.conversations, systemPrompt, inbox }),
     onModelCall: usage.recordTurnCall,
+    progress: (inboxId: number, event: TurnProgressEvent) => progress.report(inboxId, event),
   };
   // Each engine of the wing: what they share, and what is their agent's own.
   const engineOf = (own: Pick<TurnDeps, "conversation" | "tools" | "systemPrompt">): TurnEngine =>
@@ -199,6 +204,7 @@ export function wireTurn(options: {
     waitForDatabase: () => db.waitUntilAvailable(),
     budgetRefusal: () => usage.meter.refusal(),
     maxRetries: config.queue.maxRetries,
+    progress: (inboxId, event) => progress.report(inboxId, event),
     startWhileWriting: config.queue.startWhileWriting,
     retryDelayMs: config.queue.retryDelaySeconds * 1000,
     logger: logger.child("queue"),
@@ -215,7 +221,7 @@ export function wireTurn(options: {
       else await channels.notices.addNotice("people", "(someone with no agent wrote)", text);
     },
   });
-  return { conversation, systemPrompt, budget, queue, people };
+  return { conversation, systemPrompt, budget, queue, people, progress };
 }
 
 /**

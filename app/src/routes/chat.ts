@@ -24,6 +24,8 @@ import { describePluginRun } from "../plugins/result.js";
 import { NotReadyError, takeMessage, type IntakeDeps, type Taken } from "../queue/intake.js";
 import type { MessageQueue } from "../queue/queue.js";
 import { ANSWER_EVENT, type LiveEvents } from "../live/events.js";
+import type { TurnProgress } from "../live/progress.js";
+import { openTurnEvents, wantsEvents } from "./chat-events.js";
 
 export const NOT_SAVED_REPLY =
   "The database is unavailable right now, so your message was not saved. Please try again in a moment.";
@@ -42,6 +44,8 @@ export interface ChatDeps extends IntakeDeps {
   notReady: () => string | undefined;
   /** The owner's live events: answers they carried are not repeated at the head of a reply. */
   live: LiveEvents;
+  /** What a turn is doing, for a sender that follows it (`Accept: text/event-stream`). */
+  progress: TurnProgress;
 }
 
 /**
@@ -105,9 +109,18 @@ function chatHandler(deps: ChatDeps): Handler {
     if (/\brespond-async\b/i.test(String(req.headers.prefer ?? ""))) {
       return { status: 202, json: { accepted: true, duplicate: submitted.duplicate } };
     }
-    const reply = await Promise.race([submitted.reply, submitted.deferred.then(() => undefined)]);
+    // A client that asks for events follows the turn as it happens, and gets the same answer last.
+    const events = wantsEvents(req.headers.accept)
+      ? openTurnEvents(res, deps.progress, submitted.id)
+      : undefined;
+    const reply = await Promise.race([submitted.reply, submitted.deferred.then(() => undefined)]).finally(
+      () => events?.unfollow(),
+    );
     // Saved, and it will run: the sender learns it now, and sees the reply with a later one.
-    if (reply === undefined) throw new HttpError(503, SAVED_WILL_RUN_REPLY, { saved: true });
+    if (reply === undefined) {
+      if (events) return events.end("error", { error: SAVED_WILL_RUN_REPLY, saved: true });
+      throw new HttpError(503, SAVED_WILL_RUN_REPLY, { saved: true });
+    }
     const audience = isOwnerConsole(source) ? { owner: true as const } : { source: source as string };
     // An answer an open console was sent while this message waited is that console's to show and
     // mark seen; the reply does not repeat it (if nothing shows it, a later reply or console will).
@@ -125,7 +138,8 @@ function chatHandler(deps: ChatDeps): Handler {
     res.once("finish", () => deps.inbox.noteSeen(seen));
     // A turn that failed says so beside its text (the reference's clients read `response` only).
     const failed = submitted.ending() === "error" ? { failed: true } : {};
-    return { json: { response: withMissedReplies(reply, missed), ...failed } };
+    const answer = { response: withMissedReplies(reply, missed), ...failed };
+    return events ? events.end("answer", answer) : { json: answer };
   };
 }
 

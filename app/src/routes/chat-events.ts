@@ -1,0 +1,47 @@
+import type { ServerResponse } from "node:http";
+import type { TurnProgress } from "../live/progress.js";
+
+/**
+ * `POST /chat` as Server-Sent Events, for a client that asks (`Accept: text/event-stream`): the
+ * turn's progress as it happens (`text` {delta} as the model writes, `tool` {name} as a tool
+ * starts, `retry` {attempt, of, reason, inSeconds} before the queue tries again), then one last
+ * event: `answer` with exactly the JSON a plain request gets, or `error` {error, saved} when the
+ * database went away (the message is saved and runs later). Any other client gets plain JSON.
+ */
+export function wantsEvents(accept: string | undefined): boolean {
+  return /(^|,)\s*text\/event-stream\b/i.test(accept ?? "");
+}
+
+export interface TurnEvents {
+  /** Stops hearing the turn's progress. */
+  unfollow(): void;
+  /** Writes the last event and ends the response; the handler has answered by itself then. */
+  end(type: "answer" | "error", data: unknown): undefined;
+}
+
+export function openTurnEvents(res: ServerResponse, progress: TurnProgress, inboxId: number): TurnEvents {
+  res.writeHead(200, {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-store",
+    "X-Accel-Buffering": "no",
+  });
+  const write = (type: string, data: unknown) => {
+    if (!res.writableEnded && !res.destroyed) res.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  };
+  // The first event says the message is saved: from here on it runs whatever happens.
+  write("accepted", { id: inboxId });
+  const unfollow = progress.listen(inboxId, (event) => {
+    const { type, ...data } = event;
+    write(type, data);
+  });
+  res.once("close", unfollow);
+  return {
+    unfollow,
+    end(type, data) {
+      unfollow();
+      write(type, data);
+      res.end();
+      return undefined;
+    },
+  };
+}
