@@ -9,6 +9,9 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions } },
   test: {
+    // The MCP SDK imports packages that publish TypeScript under a "source" condition too: Vite
+    // transforms them instead of handing Node a .ts file.
+    server: { deps: { inline: ["@modelcontextprotocol/sdk", "eventsource", "eventsource-parser"] } },
     projects: ["common", "app", "plugin-runner", "python-runner", "coder", "signal-bridge"].map((name) => ({
       extends: true,
       test: {
