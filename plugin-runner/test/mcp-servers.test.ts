@@ -3,7 +3,12 @@ import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Logger } from "@stavrobot/common";
-import { bundleFixtureServer, startFixtureHttpServer, type FixtureHttpServer } from "./mcp/fixtures.js";
+import {
+  bundleFixtureServer,
+  startFixtureHttpServer,
+  startFixtureSseServer,
+  type FixtureHttpServer,
+} from "./mcp/fixtures.js";
 import { RED_PIXEL_PNG } from "./mcp/fixture-server.js";
 import { namespacesHere } from "@stavrobot/common/test-support";
 import { makeTempRoot, startPluginHost, uniqueName, type TestPluginHost } from "./helpers.js";
@@ -20,6 +25,7 @@ const quick = uniqueName("mcp-quick");
 const offline = uniqueName("mcp-off");
 const remote = uniqueName("mcp-http");
 const badRemote = uniqueName("mcp-bad");
+const legacy = uniqueName("mcp-sse");
 
 const lines: string[] = [];
 function collecting(scope = "runner"): Logger {
@@ -38,6 +44,7 @@ function collecting(scope = "runner"): Logger {
 
 let host: TestPluginHost;
 let http: FixtureHttpServer;
+let sse: FixtureHttpServer;
 let listener: Server;
 let port: number;
 let root: string;
@@ -50,6 +57,7 @@ beforeAll(async () => {
   writeFileSync(namedFile, "the server was given this file", { mode: 0o644 });
   writeFileSync(join(root, "unnamed.txt"), "nobody named this file", { mode: 0o644 });
   http = await startFixtureHttpServer(HEADER_SECRET);
+  sse = await startFixtureSseServer(HEADER_SECRET);
   listener = createServer((_req, res) => res.end("reached"));
   port = await new Promise<number>((resolve) =>
     listener.listen(0, "127.0.0.1", () => resolve((listener.address() as { port: number }).port)),
@@ -67,6 +75,7 @@ beforeAll(async () => {
       [quick]: { command: "node", args: [script], env: { FIXTURE_TOKEN: ENV_SECRET }, timeoutSeconds: 1 },
       [offline]: { command: "node", args: [script], network: false },
       [remote]: { url: http.url, headers: { Authorization: `Bearer ${HEADER_SECRET}` } },
+      [legacy]: { url: sse.url, headers: { Authorization: `Bearer ${HEADER_SECRET}` } },
       [badRemote]: { url: http.url, headers: { Authorization: "Bearer wrong-token-0000" } },
     }),
   );
@@ -76,6 +85,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await host?.close();
   await http?.close();
+  await sse?.close();
   await new Promise((resolve) => listener?.close(resolve));
 });
 
@@ -241,6 +251,18 @@ describe("MCP servers as plugins", () => {
     expect(http.authorizations).toContain(`Bearer ${HEADER_SECRET}`);
   });
 
+  it("a remote server that only speaks HTTP+SSE is reached through the older transport", async () => {
+    expect((await run(legacy, "say.hello-world", { name: "Ed" })).body).toEqual({
+      success: true,
+      output: "Hello, Ed!",
+    });
+    const detail = (await host.request("GET", `/bundles/${legacy}`)).body as {
+      server: { transport: string; state: string };
+    };
+    expect(detail.server).toMatchObject({ transport: "sse", state: "running" });
+    expect(sse.authorizations.every((value) => value === `Bearer ${HEADER_SECRET}`)).toBe(true);
+  });
+
   it("a server that keeps failing shows as failed with its last error, and GET /health reports it", async () => {
     const failed = (await run(badRemote, "say.hello-world", { name: "x" })).status;
     expect(failed).toBe(404);
@@ -284,5 +306,65 @@ describe("MCP servers as plugins", () => {
   it("never logs a secret", () => {
     expect(lines.length).toBeGreaterThan(0);
     expectNoSecrets(lines.join("\n"));
+  });
+});
+
+describe("MCP servers in the plain sandbox (no namespaces)", () => {
+  let plain: TestPluginHost;
+  const plainServer = uniqueName("mcp-plain");
+  const plainOffline = uniqueName("mcp-plain-off");
+
+  beforeAll(async () => {
+    const script = await bundleFixtureServer(root);
+    const file = join(root, "mcp-servers-plain.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        [plainServer]: { command: "node", args: [script], env: { FIXTURE_TOKEN: ENV_SECRET } },
+        [plainOffline]: { command: "node", args: [script], network: false },
+      }),
+    );
+    plain = await startPluginHost({
+      root: join(root, "plain-host"),
+      plainSandbox: true,
+      mcpServersFile: file,
+      logger: collecting("plain"),
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await plain?.close();
+  });
+
+  const runPlain = (plugin: string, tool: string, body: Record<string, unknown> = {}) =>
+    plain.request("POST", `/bundles/${plugin}/tools/${encodeURIComponent(tool)}/run`, body);
+
+  it("runs the server as its own user with its own HOME, restarts it after a crash", async () => {
+    await vi.waitFor(
+      async () =>
+        expect((await runPlain(plainServer, "say.hello-world", { name: "Fa" })).body).toEqual({
+          success: true,
+          output: "Hello, Fa!",
+        }),
+      { timeout: 30_000 },
+    );
+    const who = ((await runPlain(plainServer, "whoami")).body as { output: string }).output;
+    expect(who).toContain(`${plainServer}`);
+    const crashed = (await runPlain(plainServer, "crash")).body as { success: boolean; error: string };
+    expect(crashed.success).toBe(false);
+    expectNoSecrets(crashed.error);
+    await vi.waitFor(
+      async () =>
+        expect(((await runPlain(plainServer, "whoami")).body as { output: string }).output).not.toBe(who),
+      { timeout: 20_000 },
+    );
+  });
+
+  it("a server that must have no network is not started where the sandbox cannot remove it, and says why", async () => {
+    const detail = (await plain.request("GET", `/bundles/${plainOffline}`)).body as {
+      server: { state: string; lastError?: string };
+    };
+    expect(detail.server.state).toBe("failed");
+    expect(detail.server.lastError).toContain("cannot remove the network");
   });
 });

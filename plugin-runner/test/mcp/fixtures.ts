@@ -3,6 +3,7 @@ import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { buildFixtureServer } from "./fixture-server.js";
 
@@ -67,5 +68,48 @@ export async function startFixtureHttpServer(token: string): Promise<FixtureHttp
     url: `http://127.0.0.1:${port}/mcp`,
     authorizations,
     close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/**
+ * The fixture as an older server that speaks only HTTP+SSE: `GET /sse` opens the event stream,
+ * messages are posted to `/messages?sessionId=…`, and a POST to `/sse` (how Streamable HTTP starts)
+ * is refused with 405, as such servers do. Requests need `Authorization: Bearer <token>` too.
+ */
+export async function startFixtureSseServer(token: string): Promise<FixtureHttpServer> {
+  const authorizations: (string | undefined)[] = [];
+  const sessions = new Map<string, SSEServerTransport>();
+  const server: Server = createServer(async (req, res) => {
+    authorizations.push(req.headers.authorization);
+    if (req.headers.authorization !== `Bearer ${token}`) {
+      res.writeHead(401).end();
+      return;
+    }
+    const url = new URL(req.url ?? "/", "http://localhost");
+    if (req.method === "GET" && url.pathname === "/sse") {
+      const transport = new SSEServerTransport("/messages", res);
+      sessions.set(transport.sessionId, transport);
+      res.on("close", () => sessions.delete(transport.sessionId));
+      await buildFixtureServer().connect(transport);
+      return;
+    }
+    const transport = sessions.get(url.searchParams.get("sessionId") ?? "");
+    if (req.method === "POST" && url.pathname === "/messages" && transport) {
+      await transport.handlePostMessage(req, res);
+      return;
+    }
+    res.writeHead(405).end();
+  });
+  const port = await new Promise<number>((resolve) =>
+    server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port)),
+  );
+  return {
+    url: `http://127.0.0.1:${port}/sse`,
+    authorizations,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
