@@ -2,7 +2,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ConfigError } from "@stavrobot/common";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { ConfigError, mcpServerSchema, parseTomlConfig } from "@stavrobot/common";
 import { loadConfig } from "./config.js";
 import { writeMcpServersFile } from "./mcp-servers.js";
 
@@ -14,10 +16,14 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-function load(text: string) {
+function writeConfig(text: string): string {
   const path = join(dir, "config.toml");
   writeFileSync(path, MINIMAL + text);
-  return loadConfig(path);
+  return path;
+}
+
+function load(text: string) {
+  return loadConfig(writeConfig(text));
 }
 
 function loadError(text: string): string {
@@ -75,6 +81,23 @@ describe("[mcpServers] in config.toml", () => {
     );
     expect(message).toContain("environment variable name");
     expect(message).not.toContain("hunter2-secret");
+  });
+});
+
+describe("config.example.toml documents every key of a server", () => {
+  it("the commented examples, switched on, use every key and load", () => {
+    const path = fileURLToPath(new URL("../../../config.example.toml", import.meta.url));
+    const text = readFileSync(path, "utf8")
+      .split("\n")
+      .map((line) =>
+        /^#\s?(\[[A-Za-z.]+\]|[A-Za-z]\w*\s*=.*)$/.test(line) ? line.replace(/^#\s?/, "") : line,
+      )
+      .join("\n");
+    const parsed = parseTomlConfig(text, z.record(z.string(), z.unknown()), path);
+    const servers = parsed.mcpServers as Record<string, Record<string, unknown>>;
+    const used = new Set(Object.values(servers).flatMap((server) => Object.keys(server)));
+    expect([...used].sort()).toEqual(Object.keys(mcpServerSchema.shape).sort());
+    expect(() => loadConfig(writeConfig(`[mcpServers.memory]\ncommand = "npx"\n`))).not.toThrow();
   });
 });
 

@@ -59,6 +59,8 @@ async function fillBody(body, plugin, context) {
       body,
       el("h3", { text: "Server" }),
       renderServer(detail.server ? detail : plugin),
+      el("h3", { text: "Network" }),
+      renderTrust(plugin, context),
       el("h3", { text: "Tools" }),
       renderPermissions(plugin.name, detail.tools, config.permissions, context),
     );
