@@ -108,6 +108,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await app?.close();
   await pluginHost?.close();
+  for (const name of [stdio, quick, offline, remote]) await pluginHost?.host.isolation.removeUser(name);
   await http?.close();
   await new Promise((resolve) => listener?.close(resolve));
   await fake?.close();

@@ -153,6 +153,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     ...(options.mcpServersFile ? { file: options.mcpServersFile } : {}),
     executor,
     network,
+    isolation,
     dataDir,
     logger: logger.child("mcp"),
     changed: (plugin) => changed(plugin),

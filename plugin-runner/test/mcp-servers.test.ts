@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -11,7 +11,15 @@ import {
 } from "./mcp/fixtures.js";
 import { RED_PIXEL_PNG } from "./mcp/fixture-server.js";
 import { namespacesHere } from "@stavrobot/common/test-support";
-import { makeTempRoot, startPluginHost, uniqueName, type TestPluginHost } from "./helpers.js";
+import {
+  isRoot,
+  makeTempRoot,
+  startPluginHost,
+  uniqueName,
+  userExists,
+  type TestPluginHost,
+} from "./helpers.js";
+import { pluginUserName } from "../src/users.js";
 
 /**
  * The owner's MCP servers through the runner's routes: our own SDK-built server over stdio (in the
@@ -84,6 +92,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await host?.close();
+  for (const name of [stdio, quick, offline, remote, badRemote, legacy])
+    await host?.host.isolation.removeUser(name);
   await http?.close();
   await sse?.close();
   await new Promise((resolve) => listener?.close(resolve));
@@ -303,6 +313,22 @@ describe("MCP servers as plugins", () => {
     await host.request("POST", "/configure", { name: stdio, config: { permissions: ["*"] } });
   });
 
+  it("a declaration removed from the file: the server is stopped, gone from the listing, its user removed", async () => {
+    const file = join(root, "mcp-servers.json");
+    const declared = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+    delete declared[quick];
+    writeFileSync(file, JSON.stringify(declared));
+    await vi.waitFor(async () => expect((await host.request("GET", `/bundles/${quick}`)).status).toBe(404), {
+      timeout: 15_000,
+    });
+    const names = (
+      (await host.request("GET", "/bundles")).body as { plugins: { name: string }[] }
+    ).plugins.map((plugin) => plugin.name);
+    expect(names).toContain(stdio);
+    expect(names).not.toContain(quick);
+    if (isRoot) expect(userExists(pluginUserName(quick))).toBe(false);
+  });
+
   it("never logs a secret", () => {
     expect(lines.length).toBeGreaterThan(0);
     expectNoSecrets(lines.join("\n"));
@@ -334,6 +360,7 @@ describe("MCP servers in the plain sandbox (no namespaces)", () => {
 
   afterAll(async () => {
     await plain?.close();
+    for (const name of [plainServer, plainOffline]) await plain?.host.isolation.removeUser(name);
   });
 
   const runPlain = (plugin: string, tool: string, body: Record<string, unknown> = {}) =>

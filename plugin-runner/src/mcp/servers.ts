@@ -2,12 +2,15 @@ import { lstat, mkdir, readFile } from "node:fs/promises";
 import { DomainError, formatZodError, mcpServersSchema } from "@stavrobot/common";
 import type { McpServerDeclarations } from "@stavrobot/common";
 import type { Plugin, ToolDef } from "../plugins.js";
+import type { Isolation } from "../users.js";
 import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
 import type { JsonSchema } from "../formats/format.js";
 import { FORMAT_TOOL_NAME, flatParameters } from "../formats/format.js";
 import { McpServer, type McpServerDeps } from "./server.js";
 
 export interface McpServersOptions extends Omit<McpServerDeps, "changed"> {
+  /** A server no longer declared loses its user (its state directory stays, for when it returns). */
+  isolation: Pick<Isolation, "removeUser">;
   /** The declarations the app wrote from config.toml (absent: no MCP servers). */
   file?: string;
   /** Told when a server's tools changed (the plugin store drops what it cached). */
@@ -129,9 +132,19 @@ export class McpServers {
       if (current) stopping.push(current);
       next.set(name, new McpServer(name, declaration, { ...this.options, changed: this.options.changed }));
     }
-    for (const [name, server] of this.servers) if (!next.has(name)) stopping.push(server);
+    const gone = [...this.servers.values()].filter((server) => !next.has(server.name));
+    stopping.push(...gone);
     this.servers = next;
     await Promise.all(stopping.map((server) => server.stop()));
+    for (const server of gone) {
+      this.options.changed(server.name);
+      await this.options.isolation.removeUser(server.name).catch((error: unknown) =>
+        logger.warn("could not remove the user of an MCP server no longer declared", {
+          server: server.name,
+          error: String(error),
+        }),
+      );
+    }
     for (const server of next.values()) {
       this.options.changed(server.name);
       if (!this.started) continue;
