@@ -108,7 +108,11 @@ export function renderTrust(plugin, { status, onChange }) {
         ? asks.length > 0
           ? `It asks for: ${asks.join(", ")}.`
           : "It asks for no permissions."
-        : "Its format declares no permissions.",
+        : plugin.format === "mcp"
+          ? plugin.networkAllowed
+            ? "config.toml lets it have network."
+            : "config.toml says network = false."
+          : "Its format declares no permissions.",
     ),
     ...approval,
     el("label", { class: "check" }, box, "Network (it reaches what this machine reaches, loopback included)"),
