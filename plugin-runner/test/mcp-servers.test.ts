@@ -77,7 +77,7 @@ beforeAll(async () => {
       [stdio]: {
         command: "node",
         args: [script, namedFile],
-        env: { FIXTURE_TOKEN: ENV_SECRET },
+        env: { FIXTURE_TOKEN: ENV_SECRET, FIXTURE_DATA: "~/data.json" },
         timeoutSeconds: 10,
       },
       [quick]: { command: "node", args: [script], env: { FIXTURE_TOKEN: ENV_SECRET }, timeoutSeconds: 1 },
@@ -189,6 +189,9 @@ describe("MCP servers as plugins", () => {
     const who = ((await run(stdio, "whoami")).body as { output: string }).output;
     expect(who).toContain("secret set");
     expect(who).toMatch(new RegExp(`home \\S*${stdio}`));
+    // "~/" in an env value (or an argument) is the server's own HOME.
+    const home = /home (\S+);/.exec(who)?.[1];
+    expect(who).toContain(`data ${home}/data.json`);
     expect((await run(stdio, "read-file", { path: namedFile })).body).toEqual({
       success: true,
       output: "the server was given this file",

@@ -209,9 +209,14 @@ export class McpServer {
       { ...paths, mounts },
       {
         command: this.declaration.command as string,
-        args: this.declaration.args,
+        args: this.declaration.args.map((arg) => inHome(arg, paths.dataRoot)),
         cwd: paths.dataRoot,
-        env: { ...this.declaration.env, HOME: paths.dataRoot },
+        env: {
+          ...Object.fromEntries(
+            Object.entries(this.declaration.env).map(([key, value]) => [key, inHome(value, paths.dataRoot)]),
+          ),
+          HOME: paths.dataRoot,
+        },
       },
     );
     const client = newClient();
@@ -315,4 +320,13 @@ export class McpServer {
     this.retryTimer = setTimeout(() => this.startSoon(), delay);
     this.retryTimer.unref();
   }
+}
+
+/**
+ * `~` and `~/…` in an argument or environment value name the server's own state directory (its
+ * HOME, the one place it may write) as the sandbox shows it: `MEMORY_FILE_PATH = "~/memory.json"`.
+ */
+export function inHome(value: string, home: string): string {
+  if (value === "~") return home;
+  return value.startsWith("~/") ? `${home}${value.slice(1)}` : value;
 }

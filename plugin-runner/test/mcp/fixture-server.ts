@@ -74,7 +74,7 @@ export function buildFixtureServer(): McpServer {
       content: [
         {
           type: "text",
-          text: `instance ${INSTANCE}; secret ${process.env.FIXTURE_TOKEN ? "set" : "unset"}; home ${process.env.HOME}`,
+          text: `instance ${INSTANCE}; secret ${process.env.FIXTURE_TOKEN ? "set" : "unset"}; home ${process.env.HOME}; data ${process.env.FIXTURE_DATA ?? "(none)"}`,
         },
       ],
     }),
