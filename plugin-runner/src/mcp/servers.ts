@@ -17,6 +17,8 @@ export interface McpServersOptions extends Omit<McpServerDeps, "changed"> {
   changed(name: string): void;
 }
 
+/** How long a listing of one server waits for it to finish starting. */
+const WAIT_MS = 20_000;
 /** How often the declarations file is looked at for changes (besides every listing). */
 const POLL_MS = 10_000;
 const EMPTY_SCHEMA: JsonSchema = { type: "object", properties: {} };
@@ -62,10 +64,19 @@ export class McpServers {
     return this.servers.get(name);
   }
 
-  /** Its plugin; `wait` lets a starting server finish (within its timeout) so its tools are known. */
+  /**
+   * Its plugin. `wait` lets a server that is starting finish (for at most WAIT_MS) so its tools are
+   * known; a failed one is not started again here (its retries keep their pace) and shows why.
+   */
   async plugin(server: McpServer, wait: boolean): Promise<Plugin> {
-    if (wait && server.declaration.enabled && server.status.state !== "running") {
-      await server.client().catch(() => {});
+    const { state } = server.status;
+    if (wait && server.declaration.enabled && (state === "starting" || state === "restarting")) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        server.client().catch(() => {}),
+        new Promise((resolve) => (timer = setTimeout(resolve, Math.min(server.timeoutMs, WAIT_MS)))),
+      ]);
+      clearTimeout(timer);
     }
     return pluginOf(server);
   }
