@@ -179,7 +179,7 @@ function pluginOf(server: McpServer): Plugin {
     } else {
       const schema =
         tool.inputSchema && typeof tool.inputSchema === "object"
-          ? (tool.inputSchema as JsonSchema)
+          ? server.redact.deep(tool.inputSchema as JsonSchema)
           : EMPTY_SCHEMA;
       tools.push({
         name: tool.name,
