@@ -41,6 +41,7 @@ const stdio = uniqueName("mcp-e2e");
 const quick = uniqueName("mcp-e2e-quick");
 const offline = uniqueName("mcp-e2e-off");
 const remote = uniqueName("mcp-e2e-http");
+const disabled = uniqueName("mcp-e2e-dis");
 
 const lines: string[] = [];
 function collecting(scope: string): Logger {
@@ -83,6 +84,7 @@ beforeAll(async () => {
     `[mcpServers.${stdio}.env]\nFIXTURE_TOKEN = ${toml(ENV_SECRET)}\n` +
     `[mcpServers.${quick}]\ncommand = "node"\nargs = [${toml(script)}]\ntimeoutSeconds = 1\n` +
     `[mcpServers.${offline}]\ncommand = "node"\nargs = [${toml(script)}]\nnetwork = false\n` +
+    `[mcpServers.${disabled}]\ncommand = "node"\nargs = [${toml(script)}]\nenabled = false\n` +
     `[mcpServers.${remote}]\nurl = ${toml(http.url)}\ndescription = "Remote fixture tools."\n` +
     `[mcpServers.${remote}.headers]\nAuthorization = ${toml(`Bearer ${HEADER_SECRET}`)}\n`;
   fake = await startFakeAnthropic();
@@ -108,7 +110,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await app?.close();
   await pluginHost?.close();
-  for (const name of [stdio, quick, offline, remote]) await pluginHost?.host.isolation.removeUser(name);
+  for (const name of [stdio, quick, offline, remote, disabled])
+    await pluginHost?.host.isolation.removeUser(name);
   await http?.close();
   await new Promise((resolve) => listener?.close(resolve));
   await fake?.close();
@@ -150,6 +153,8 @@ describe("MCP servers through the agent", () => {
     const system = JSON.stringify(fake.requests[0]!.body.system);
     expect(system).toContain(stdio);
     expect(system).toContain("Remote fixture tools.");
+    // Declared but not enabled: not started, and the model does not see it.
+    expect(system).not.toContain(disabled);
     const shown = fake.requests[1]!.lastUserText;
     expect(shown).toContain("MCP server");
     expect(shown).toContain("say.hello-world");
@@ -241,6 +246,9 @@ describe("MCP servers through the agent", () => {
     expect(plugins.find((plugin) => plugin.name === remote)).toMatchObject({
       format: "mcp",
       server: { state: "running" },
+    });
+    expect(plugins.find((plugin) => plugin.name === disabled)).toMatchObject({
+      server: { state: "disabled" },
     });
     const detail = await raw(app.port, "GET", `/api/settings/plugins/${stdio}/detail`, {});
     expect(JSON.stringify(detail.json)).toContain("say.hello-world");

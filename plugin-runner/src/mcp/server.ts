@@ -196,7 +196,7 @@ export class McpServer {
 
   private async startProcess() {
     const { executor, network } = this.deps;
-    this.status.state = this.status.failures > 0 ? "restarting" : "starting";
+    this.status.state = nextState(this.status);
     const refusal = network.refusal(this.pluginView);
     if (refusal) throw new Error(refusal);
     const prepared = await executor.prepareForRun(this.dir, this.name);
@@ -250,7 +250,7 @@ export class McpServer {
   }
 
   private async connectRemote(): Promise<Client> {
-    this.status.state = this.status.failures > 0 ? "restarting" : "starting";
+    this.status.state = nextState(this.status);
     const { client, transport } = await connectRemote(this.declaration, this.timeoutMs);
     this.status.transport = transport;
     client.onclose = () => {
@@ -329,4 +329,10 @@ export class McpServer {
 export function inHome(value: string, home: string): string {
   if (value === "~") return home;
   return value.startsWith("~/") ? `${home}${value.slice(1)}` : value;
+}
+
+/** A start's state: a failed server stays failed while it is tried again, a crashed one restarts. */
+function nextState(status: McpServerStatus): McpServerStatus["state"] {
+  if (status.state === "failed") return "failed";
+  return status.failures > 0 ? "restarting" : "starting";
 }
