@@ -3,7 +3,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { KeptProcess, errorMessage } from "@stavrobot/common";
-import type { Logger, McpServerDeclaration, McpServerStatus } from "@stavrobot/common";
+import type { Logger, McpServerDeclaration, McpServerStatus, ProcessExit } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import type { NetworkPolicy } from "../network.js";
 import type { RunOutcome } from "../chat-messages.js";
@@ -204,7 +204,7 @@ export class McpServer {
     const mounts = executor.namespaces
       ? [...paths.mounts, ...(await namedPathMounts(this.declaration))]
       : paths.mounts;
-    const process = executor.startKept(
+    const child = executor.startKept(
       prepared,
       { ...paths, mounts },
       {
@@ -223,30 +223,30 @@ export class McpServer {
     client.onerror = (error) =>
       this.logger.debug("MCP client error", { server: this.name, error: errorMessage(error) });
     try {
-      await client.connect(new ProcessTransport(process), { timeout: this.timeoutMs });
+      await client.connect(new ProcessTransport(child), { timeout: this.timeoutMs });
       await this.connected(client);
     } catch (error) {
-      process.kill();
-      const exit = await Promise.race([process.exited, new Promise((resolve) => setTimeout(resolve, 500))]);
-      const stderr = process.stderrTail().trim().slice(-1_000);
-      const how =
-        exit && typeof exit === "object" && "code" in exit
-          ? ` (the process ended with code ${String(exit.code)})`
-          : "";
+      // A server that exited by itself says how; one still running (a handshake that timed out) is ended.
+      const exit = await Promise.race([
+        child.exited,
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 300)),
+      ]);
+      child.kill();
+      const stderr = child.stderrTail().trim().slice(-1_000);
+      const how = exit ? ` (${exitText(exit)})` : "";
       throw new Error(`${errorMessage(error)}${how}${stderr ? `; its stderr: ${stderr}` : ""}`, {
         cause: error,
       });
     }
-    void process.exited.then((exit) => {
+    void child.exited.then((exit) => {
       if (this.stopped) return;
-      const stderr = process.stderrTail().trim().slice(-500);
-      const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+      const stderr = child.stderrTail().trim().slice(-500);
       this.status.state = "restarting";
       this.status.failures++;
-      this.status.lastError = this.redact.text(`The server ${how}${stderr ? `: ${stderr}` : ""}`);
+      this.status.lastError = this.redact.text(`The server ${exitText(exit)}${stderr ? `: ${stderr}` : ""}`);
       clearTimeout(this.healthyTimer);
     });
-    return { process, session: client };
+    return { process: child, session: client };
   }
 
   private async connectRemote(): Promise<Client> {
@@ -335,4 +335,9 @@ export function inHome(value: string, home: string): string {
 function nextState(status: McpServerStatus): McpServerStatus["state"] {
   if (status.state === "failed") return "failed";
   return status.failures > 0 ? "restarting" : "starting";
+}
+
+function exitText(exit: ProcessExit): string {
+  if (exit.spawnError) return `could not be started: ${exit.spawnError}`;
+  return exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
 }
