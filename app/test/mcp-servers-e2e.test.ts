@@ -257,6 +257,22 @@ describe("MCP servers through the agent", () => {
     );
   });
 
+  it("the model cannot remove, update or configure a server: config.toml is the owner's", async () => {
+    for (const turn of [
+      toolTurn("manage_plugins", { action: "remove", name: stdio }),
+      toolTurn("manage_plugins", { action: "update", name: stdio }),
+      toolTurn("manage_plugins", { action: "configure", name: stdio, config: '{"FIXTURE_TOKEN": "x"}' }),
+    ]) {
+      fake.reset();
+      fake.enqueue(turn, textTurn("done"));
+      await chat(app, "change the fixture server");
+      const result = toolResult(fake.requests[1]!);
+      expect(result.is_error).toBe(true);
+      expect(JSON.stringify(result.content)).toContain("declared in config.toml");
+    }
+    expect((await modelRuns(stdio, "say.hello-world", { name: "Ed" })).lastUserText).toContain("Hello, Ed!");
+  });
+
   it("secrets in env and headers never reached the model or a log", () => {
     const everything = JSON.stringify(fake.requests.map((request) => request.body)) + lines.join("\n");
     expect(everything).not.toContain(ENV_SECRET);

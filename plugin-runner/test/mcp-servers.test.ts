@@ -222,6 +222,20 @@ describe("MCP servers as plugins", () => {
     expect(lines.some((line) => line.includes("rejected") && line.includes("[secret]"))).toBe(true);
   });
 
+  it("a call past its timeout is cancelled through MCP; a server that still answers is kept", async () => {
+    const before = ((await run(quick, "whoami")).body as { output: string }).output;
+    const waited = (await run(quick, "wait-forever")).body as { success: boolean; error: string };
+    expect(waited).toEqual({
+      success: false,
+      error: `Tool "wait-forever" of MCP server "${quick}" did not answer within 1 s and was cancelled.`,
+    });
+    // The server heard notifications/cancelled, and is the same process.
+    await vi.waitFor(async () =>
+      expect((await run(quick, "cancellations")).body).toEqual({ success: true, output: "cancelled 1" }),
+    );
+    expect(((await run(quick, "whoami")).body as { output: string }).output).toBe(before);
+  });
+
   it("a call that hangs is cancelled at the timeout, the hung server restarted, and the next call works", async () => {
     const hung = (await run(quick, "hang")).body as { success: boolean; error: string };
     expect(hung.success).toBe(false);

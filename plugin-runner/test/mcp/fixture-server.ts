@@ -11,6 +11,9 @@ export const RED_PIXEL_PNG =
 /** Tells one run of the process from the next (in a pid namespace every run is pid 2). */
 const INSTANCE = Math.random().toString(36).slice(2, 10);
 
+/** Calls of `wait-forever` that were cancelled (notifications/cancelled aborts their signal). */
+let cancelled = 0;
+
 export function buildFixtureServer(): McpServer {
   const server = new McpServer(
     { name: "fixture", title: "Fixture server", version: "1.0.0" },
@@ -98,6 +101,22 @@ export function buildFixtureServer(): McpServer {
       return { content: [] };
     },
   );
+  server.registerTool(
+    "wait-forever",
+    { description: "Waits until it is cancelled, and stays responsive." },
+    async (extra) => {
+      await new Promise<void>((resolve) =>
+        extra.signal.addEventListener("abort", () => {
+          cancelled++;
+          resolve();
+        }),
+      );
+      return { content: [{ type: "text", text: "cancelled" }] };
+    },
+  );
+  server.registerTool("cancellations", { description: "How many waits were cancelled." }, async () => ({
+    content: [{ type: "text", text: `cancelled ${cancelled}` }],
+  }));
   server.registerTool(
     "fetch-url",
     { description: "Fetches a URL and says what happened.", inputSchema: { url: z.string() } },
