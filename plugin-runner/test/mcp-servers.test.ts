@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
@@ -349,6 +350,14 @@ describe("MCP servers as plugins", () => {
   it("never logs a secret", () => {
     expect(lines.length).toBeGreaterThan(0);
     expectNoSecrets(lines.join("\n"));
+  });
+
+  it.runIf(isRoot)("stops every server's process when the runner stops", async () => {
+    const running = () =>
+      spawnSync("pgrep", ["-u", pluginUserName(stdio)], { encoding: "utf8" }).stdout.trim();
+    expect(running()).not.toBe("");
+    await host.host.mcp.stopAll();
+    await vi.waitFor(() => expect(running()).toBe(""), { timeout: 10_000 });
   });
 });
 
