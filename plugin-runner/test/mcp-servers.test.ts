@@ -134,8 +134,10 @@ describe("MCP servers as plugins", () => {
     expect(detail.tools.find((tool) => tool.name === "say.hello-world")?.schema).toMatchObject({
       properties: { name: { type: "string" } },
     });
-    expect(detail.description).toContain("Fixture server");
-    expect(detail.instructions).toBe("Fixture tools for the runner's tests.");
+    // The server's instructions are for the model: they follow its title (never framed as a
+    // plugin's instructions for the user).
+    expect(detail.description).toBe("MCP server Fixture server. Fixture tools for the runner's tests.");
+    expect(detail.instructions).toBeUndefined();
     expectNoSecrets(JSON.stringify(list.body) + JSON.stringify(detail));
     const config = await host.request("GET", `/bundles/${remote}/config`);
     expectNoSecrets(JSON.stringify(config.body));

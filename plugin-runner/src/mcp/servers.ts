@@ -17,6 +17,8 @@ export interface McpServersOptions extends Omit<McpServerDeps, "changed"> {
   changed(name: string): void;
 }
 
+/** How much of a server's instructions its description carries. */
+const MAX_INSTRUCTIONS_CHARS = 2_000;
 /** How long a listing of one server waits for it to finish starting. */
 const WAIT_MS = 20_000;
 /** How often the declarations file is looked at for changes (besides every listing). */
@@ -193,11 +195,15 @@ function pluginOf(server: McpServer): Plugin {
     }
   }
   const { declaration } = server;
+  // A server's instructions say how to use its tools (for the model, unlike a plugin's
+  // instructions for the user): they follow its title or the owner's description, and `show`
+  // gives them in full. Without them, its tools' names say what it does.
   const names = tools.map((tool) => tool.name).join(", ");
-  const generated =
-    `MCP server${server.serverTitle ? ` ${server.serverTitle}` : ""}` + (names ? ` with ${names}` : "");
-  const description =
-    declaration.description ?? (generated.length > 300 ? `${generated.slice(0, 297)}...` : `${generated}.`);
+  const title = `MCP server${server.serverTitle ? ` ${server.serverTitle}` : ""}`;
+  const guide = server.instructions?.trim();
+  const description = guide
+    ? `${declaration.description ?? `${title}.`} ${cap(guide, MAX_INSTRUCTIONS_CHARS)}`
+    : (declaration.description ?? `${title}${names ? ` with ${cap(names, 300)}` : ""}.`);
   return {
     name: server.name,
     format: "mcp",
@@ -210,8 +216,11 @@ function pluginOf(server: McpServer): Plugin {
     network: declaration.network,
     needsApproval: false,
     server: { ...server.status },
-    ...(server.instructions?.trim() ? { instructions: server.redact.text(server.instructions) } : {}),
   };
+}
+
+function cap(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
 /** What the model (or anyone but the owner's config.toml) is told when it tries to change a server. */
