@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -98,6 +98,7 @@ afterAll(async () => {
   await http?.close();
   await sse?.close();
   await new Promise((resolve) => listener?.close(resolve));
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 const run = (plugin: string, tool: string, body: Record<string, unknown> = {}) =>
@@ -360,66 +361,5 @@ describe("MCP servers as plugins", () => {
     expect(running()).not.toBe("");
     await host.host.mcp.stopAll();
     await vi.waitFor(() => expect(running()).toBe(""), { timeout: 10_000 });
-  });
-});
-
-describe("MCP servers in the plain sandbox (no namespaces)", () => {
-  let plain: TestPluginHost;
-  const plainServer = uniqueName("mcp-plain");
-  const plainOffline = uniqueName("mcp-plain-off");
-
-  beforeAll(async () => {
-    const script = await bundleFixtureServer(root);
-    const file = join(root, "mcp-servers-plain.json");
-    writeFileSync(
-      file,
-      JSON.stringify({
-        [plainServer]: { command: "node", args: [script], env: { FIXTURE_TOKEN: ENV_SECRET } },
-        [plainOffline]: { command: "node", args: [script], network: false },
-      }),
-    );
-    plain = await startPluginHost({
-      root: join(root, "plain-host"),
-      plainSandbox: true,
-      mcpServersFile: file,
-      logger: collecting("plain"),
-    });
-  }, 60_000);
-
-  afterAll(async () => {
-    await plain?.close();
-    for (const name of [plainServer, plainOffline]) await plain?.host.isolation.removeUser(name);
-  });
-
-  const runPlain = (plugin: string, tool: string, body: Record<string, unknown> = {}) =>
-    plain.request("POST", `/bundles/${plugin}/tools/${encodeURIComponent(tool)}/run`, body);
-
-  it("runs the server as its own user with its own HOME, restarts it after a crash", async () => {
-    await vi.waitFor(
-      async () =>
-        expect((await runPlain(plainServer, "say.hello-world", { name: "Fa" })).body).toEqual({
-          success: true,
-          output: "Hello, Fa!",
-        }),
-      { timeout: 30_000 },
-    );
-    const who = ((await runPlain(plainServer, "whoami")).body as { output: string }).output;
-    expect(who).toContain(`${plainServer}`);
-    const crashed = (await runPlain(plainServer, "crash")).body as { success: boolean; error: string };
-    expect(crashed.success).toBe(false);
-    expectNoSecrets(crashed.error);
-    await vi.waitFor(
-      async () =>
-        expect(((await runPlain(plainServer, "whoami")).body as { output: string }).output).not.toBe(who),
-      { timeout: 20_000 },
-    );
-  });
-
-  it("a server that must have no network is not started where the sandbox cannot remove it, and says why", async () => {
-    const detail = (await plain.request("GET", `/bundles/${plainOffline}`)).body as {
-      server: { state: string; lastError?: string };
-    };
-    expect(detail.server.state).toBe("failed");
-    expect(detail.server.lastError).toContain("cannot remove the network");
   });
 });
