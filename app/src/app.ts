@@ -32,6 +32,7 @@ import type { OwnSiblings } from "./local/own-sibling.js";
 import { wireSiblings } from "./local/wiring.js";
 import { createTranscriber } from "./media/stt.js";
 import { wireModel } from "./model/wiring.js";
+import { providerCheck } from "./doctor/provider.js";
 import { PluginDetailCache } from "./plugins/detail-cache.js";
 import type { ConversationStore } from "./agent/conversation.js";
 import { CurrentTurn } from "./queue/current-turn.js";
@@ -40,6 +41,7 @@ import { wireTurn } from "./queue/wiring.js";
 import { Scheduler } from "./scheduler/scheduler.js";
 import { buildServer } from "./server.js";
 import { wireTools } from "./tools/wiring.js";
+import { seedOwner } from "./db/people.js";
 import type { UsageMeter } from "./usage/meter.js";
 import { wireUsage } from "./usage/wiring.js";
 
@@ -148,7 +150,26 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const currentTurn = new CurrentTurn();
     const usage = await wireUsage({ db, config, timezone, model: model.model, currentTurn, logger });
     cleanup.add(usage.flush);
+    // The owner's record as [owner] says at this start (their identities go to the main agent).
+    await seedOwner(db, {
+      name: config.owner?.name ?? "owner",
+      identities: (["telegram", "signal"] as const).flatMap((service) => {
+        const identifier = channels.ownerIds[service];
+        return identifier ? [{ service, identifier }] : [];
+      }),
+    });
+    // One agent's message to another is saved in the inbox for it; the queue is made below.
+    const late: { queue?: MessageQueue } = {};
     const tools = wireTools({
+      enqueueAgentMessage: async ({ from, fromLabel, to, text }) => {
+        if (!late.queue) throw new Error("the queue is not running yet");
+        await late.queue.submit("agent", String(from), {
+          message: text,
+          attachments: [],
+          agentId: to,
+          from: fromLabel,
+        });
+      },
       config,
       db,
       areas,
@@ -182,6 +203,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       login,
       logger,
     });
+    late.queue = turn.queue;
     const backups = db.embedded
       ? new BackupSchedule({
           files: db.embedded,
@@ -205,6 +227,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       pluginsChanged: () => turn.systemPrompt.invalidate("plugins"),
       notReady: () => model.notConfigured,
       allowlist: channels.allowlist,
+      people: turn.people,
       tell: channels.tell,
       channels,
       login: login.login,
@@ -222,6 +245,20 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       password: config.password,
       internalSecret,
       backup: backups && (() => backups.backup()),
+      doctor: {
+        embedded: db.embedded !== undefined,
+        dataDir: paths.dataDir,
+        backupDir: paths.backupDir,
+        backupIntervalSeconds: settings.BACKUP_INTERVAL_SECONDS,
+        provider: () =>
+          providerCheck({
+            model: model.model,
+            getApiKey: model.getApiKey,
+            subscription: model.oauth !== undefined,
+            notConfigured: model.notConfigured,
+            configPath: paths.configPath,
+          }),
+      },
       logger: logger.child("http"),
     });
     phases.end("services and state");

@@ -15,6 +15,7 @@ import { createPageHandler, createPageQueryHandler } from "./routes/pages.js";
 import { addPluginSettingsRoutes, type PluginSettingsDeps } from "./routes/plugin-settings.js";
 import { createUploadHandler } from "./routes/upload.js";
 import { addAllowlistRoutes } from "./routes/allowlist.js";
+import { addPeopleRoutes } from "./routes/people.js";
 import { addAnswerRoutes } from "./routes/answers.js";
 import { addEventRoutes } from "./routes/events.js";
 import type { LiveEvents } from "./live/events.js";
@@ -27,6 +28,9 @@ import { addWebRoutes } from "./routes/web-pages.js";
 import { checkOrigin } from "./web/security.js";
 import type { LiveBackup } from "./db/live-backup.js";
 import type { ChannelWiring } from "./channels/wiring.js";
+import type { Checked } from "./doctor/checks.js";
+import { appChecks, type AppCheckDeps } from "./doctor/app-checks.js";
+import { collectStatus, type StatusDeps } from "./web/status.js";
 import { createBackupHandler } from "./routes/backup.js";
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
@@ -37,12 +41,14 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   internalSecret: string;
   logger: Logger;
   /** The configured channels: their routes (inbound webhooks, pages) and their home-page parts. */
-  channels: Pick<ChannelWiring, "addRoutes" | "status">;
+  channels: Pick<ChannelWiring, "addRoutes" | "status" | "checks">;
   /** The subscription login page's flows (`/login`). */
   login: LoginFlows;
   usage: UsageRouteDeps;
   /** What the admin UI needs besides the routes' own dependencies. */
   web: WebDeps;
+  /** What the doctor (`GET /health?deep=1`, the owner's) needs besides the database and the status. */
+  doctor: Omit<AppCheckDeps, "db" | "status" | "channelChecks">;
   /** On the embedded database: takes a backup now (`npm run backup` while the app runs). */
   backup: (() => Promise<LiveBackup>) | undefined;
 }
@@ -66,9 +72,34 @@ const unauthorized = (): HttpError =>
  */
 export function buildServer(deps: ServerDeps): { external: RequestListener; internal: RequestListener } {
   const chat = createChatHandler(deps);
+  const ownerPassword = basicPasswordCheck(deps.password);
+  const status: StatusDeps = {
+    db: deps.db,
+    queue: deps.queue,
+    services: deps.web.services,
+    channels: (siblings) => deps.channels.status(siblings),
+    startedAt: new Date(),
+  };
+  const doctor = (): Promise<Checked> =>
+    appChecks({
+      ...deps.doctor,
+      db: deps.db,
+      status: () => collectStatus(status),
+      channelChecks: (channels) => deps.channels.checks(channels),
+    });
   const pages = { db: deps.db, password: deps.password };
   const external = new Router()
-    .get("/health", () => ({ json: { status: "ok" } }), { public: true })
+    // Open to anyone as the reference has it; `?deep=1` with the owner's password runs the doctor.
+    .get(
+      "/health",
+      async ({ req, url }) => {
+        if (url.searchParams.get("deep") !== "1") return { json: { status: "ok" } };
+        if (!ownerPassword(req.headers.authorization)) throw unauthorized();
+        const checked = await doctor();
+        return { status: checked.status === "fail" ? 503 : 200, json: checked };
+      },
+      { public: true },
+    )
     .post("/chat", chat)
     .post("/api/upload", createUploadHandler(deps))
     // A page, and its queries, check the page's own visibility (a private one needs the password).
@@ -76,23 +107,21 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     .get("/api/pages/*", createPageQueryHandler(pages), { public: true });
   addPluginSettingsRoutes(external, deps);
   addAllowlistRoutes(external, deps.allowlist);
+  addPeopleRoutes(external, deps.db);
   addAnswerRoutes(external, deps.inbox);
   addEventRoutes(external, { live: deps.live, inbox: deps.inbox, logger: deps.logger.child("events") });
   addLoginRoutes(external, deps.login);
   addUsageRoutes(external, deps.usage);
   addWebRoutes(external);
   addExplorerRoutes(external, deps.db);
-  addStatusRoutes(external, {
-    db: deps.db,
-    queue: deps.queue,
-    services: deps.web.services,
-    channels: (siblings) => deps.channels.status(siblings),
-    startedAt: new Date(),
-  });
+  addStatusRoutes(external, status);
+  // The same checks for the home page, answered 200 whatever they say (a page's 503 is an error).
+  external.get("/api/checks", async () => ({ json: await doctor() }));
   // No `notReady` for a channel's messages: they are kept, and their turn says what is missing.
   deps.channels.addRoutes(external, {
     queue: deps.queue,
     allowlist: deps.allowlist,
+    people: deps.people,
     tell: deps.tell,
     logger: deps.logger,
   });
@@ -103,7 +132,6 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     "Referrer-Policy": "no-referrer",
   };
   const trustedOrigins = [deps.web.publicHostname];
-  const ownerPassword = basicPasswordCheck(deps.password);
   return {
     external: createRequestListener(external, {
       logger: deps.logger,

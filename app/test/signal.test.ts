@@ -227,3 +227,72 @@ describe("Signal through the real bridge", () => {
     expect(fake.requests[calls]?.lastUserText).toContain("Text: are you there?");
   });
 });
+
+describe("people other than the owner on Signal", () => {
+  const FRIEND = "+15550003333";
+  const NEWCOMER = "+15550004444";
+
+  it("a contact with a subagent is answered by it, in its own conversation; someone with none is not", async () => {
+    const allowed = await fetch(`http://127.0.0.1:${app.port}/api/settings/allowlist`, {
+      method: "PUT",
+      headers: { "Content-Type": "application/json", Authorization: basicAuthHeader(PASSWORD) },
+      body: JSON.stringify({ signal: [FRIEND, NEWCOMER], telegram: [], whatsapp: [], email: [] }),
+    });
+    expect(allowed.status).toBe(200);
+    await app.db.query("INSERT INTO memories (content) VALUES ('The owner hides the key under the mat')");
+    fake.enqueue(
+      toolTurn("manage_agents", {
+        action: "create",
+        name: "signal helper",
+        system_prompt: "You answer Friend on Signal.",
+        allowed_tools: ["send_signal_message"],
+      }),
+      textTurn("Created."),
+    );
+    await post(app.port, "/chat", { message: "make a helper", source: "cli" });
+    const agent = await app.db.query<{ id: number }>("SELECT id FROM agents WHERE name = 'signal helper'");
+    const agentId = agent.rows[0]!.id;
+    fake.enqueue(
+      toolTurn("manage_interlocutors", {
+        action: "create",
+        display_name: "Signal Friend",
+        agent_id: agentId,
+        service: "signal",
+        identifier: FRIEND,
+      }),
+      textTurn("Assigned."),
+    );
+    await post(app.port, "/chat", { message: "assign it", source: "cli" });
+
+    const calls = fake.requests.length;
+    const from = (await sent()).length;
+    fake.enqueue(
+      toolTurn("send_signal_message", { recipient: "Signal Friend", message: "Hello **there**" }),
+      toolTurn("send_signal_message", { recipient: "Ada", message: "the key is under the mat" }),
+      textTurn("Greeted."),
+    );
+    await inbound({ source: FRIEND, message: "hi, where is the key?" }, 3);
+    const request = fake.requests[calls];
+    expect(request?.lastUserText).toContain("Sender: Signal Friend");
+    expect(JSON.stringify(request?.body)).not.toContain("under the mat");
+    expect((request?.body.tools as { name: string }[]).map((tool) => tool.name).sort()).toEqual([
+      "send_agent_message",
+      "send_signal_message",
+    ]);
+    expect(fake.requests[calls + 2]?.lastUserText).toContain("not assigned to you");
+    const out = (await sent()).slice(from);
+    expect(out).toEqual([expect.objectContaining({ recipients: [FRIEND], message: "Hello there" })]);
+
+    // Someone allowlisted with no agent: no turn, one notice to the owner on Signal.
+    const before = fake.requests.length;
+    await bridge.inbound({ source: NEWCOMER, message: "who is this?" });
+    await bridge.inbound({ source: NEWCOMER, message: "hello?" });
+    await vi.waitFor(async () => expect((await sent()).length).toBe(from + 2), { timeout: 20_000 });
+    await quiet();
+    expect(fake.requests.length).toBe(before);
+    const notices = (await sent()).slice(from + 1);
+    expect(notices).toEqual([expect.objectContaining({ recipients: [OWNER] })]);
+    expect(String(notices[0]?.message)).toContain(`Signal ${NEWCOMER}`);
+    expect(String(notices[0]?.message)).toContain("who is this?");
+  });
+});

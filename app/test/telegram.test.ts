@@ -56,6 +56,16 @@ beforeAll(async () => {
     email: [],
   });
   expect(saved.status).toBe(200);
+  // The friend talks to an agent of their own (a stranger's message would reach nobody).
+  await app.db.query(
+    `WITH agent AS (
+       INSERT INTO agents (name, system_prompt, allowed_tools)
+       VALUES ('friend helper', 'Keep the friend company.', '{send_telegram_message}') RETURNING id),
+     person AS (
+       INSERT INTO interlocutors (display_name, agent_id) SELECT 'Friend', id FROM agent RETURNING id)
+     INSERT INTO interlocutor_identities (interlocutor_id, service, identifier) SELECT id, 'telegram', $1 FROM person`,
+    [String(FRIEND)],
+  );
 });
 
 afterAll(async () => {

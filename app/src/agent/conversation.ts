@@ -1,6 +1,7 @@
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
 import { withParts, type Queryable, type StatementPart } from "../db/database.js";
 import {
+  MAIN_AGENT_ID,
   conversationVersions,
   loadConversation,
   saveCompaction,
@@ -45,13 +46,17 @@ export class ConversationStore {
   /** Something may have written the tables behind the copy's back: compare versions before using it. */
   private uncertain = false;
 
-  constructor(private readonly db: Queryable) {}
+  constructor(
+    private readonly db: Queryable,
+    /** Whose conversation this is (the main agent's unless a subagent's). */
+    readonly agentId = MAIN_AGENT_ID,
+  ) {}
 
   /** The current conversation as written (do not modify it). */
   async current(): Promise<Conversation> {
     if (this.cached && this.uncertain) await this.confirm(this.cached);
     if (this.cached) return this.cached;
-    this.loading ??= loadConversation(this.db).then(
+    this.loading ??= loadConversation(this.db, this.agentId).then(
       (conversation) => {
         this.cached = conversation;
         this.loading = undefined;
@@ -119,7 +124,7 @@ export class ConversationStore {
   /** Keeps the copy when the tables hold exactly the rows it was read from (or wrote); forgets it otherwise. */
   private async confirm(cached: Conversation): Promise<void> {
     this.uncertain = false;
-    const now = await conversationVersions(this.db, cached.summary?.upToMessageId ?? 0);
+    const now = await conversationVersions(this.db, cached.summary?.upToMessageId ?? 0, this.agentId);
     if (this.cached !== cached) return;
     if (now.length !== cached.versions.length || now.some((version, i) => version !== cached.versions[i])) {
       this.invalidate();
@@ -138,7 +143,7 @@ export class ConversationStore {
 
   /** Stores a compaction summary; the copy drops what it covers. */
   async compact(summary: string, upToMessageId: number): Promise<void> {
-    const version = await saveCompaction(this.db, summary, upToMessageId);
+    const version = await saveCompaction(this.db, summary, upToMessageId, this.agentId);
     const cached = this.cached;
     if (!cached || this.loading) {
       this.invalidate();
@@ -168,14 +173,14 @@ export class ConversationStore {
       inbox_id: row.inboxId,
       search_text: searchText(row.stored),
     }));
-    const parts = withParts(companions, 2);
+    const parts = withParts(companions, 3);
     const result = await this.db.query<{ id: number; version: string }>(
       `${parts.sql}
-       INSERT INTO messages (role, content, inbox_id, search_text)
-       SELECT e->>'role', e->'content', (e->>'inbox_id')::int, e->>'search_text'
+       INSERT INTO messages (role, content, inbox_id, search_text, agent_id)
+       SELECT e->>'role', e->'content', (e->>'inbox_id')::int, e->>'search_text', $2::int
        FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n
        RETURNING id, id || ':' || xmin AS version`,
-      [JSON.stringify(values), ...parts.params],
+      [JSON.stringify(values), this.agentId, ...parts.params],
       { prepare: true },
     );
     return result.rows.sort((a, b) => a.id - b.id);

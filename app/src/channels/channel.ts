@@ -2,6 +2,7 @@ import type { Logger, Router, ServiceClient } from "@stavrobot/common";
 import type { Channel } from "../audience.js";
 import type { AppConfig } from "../boot/config.js";
 import type { DeliveryPayload } from "../delivery/store.js";
+import type { Check } from "../doctor/checks.js";
 import type { ChannelSender } from "../delivery/worker.js";
 import type { IntakeDeps } from "../queue/intake.js";
 import type { TelegramApi } from "./telegram/api.js";
@@ -53,16 +54,22 @@ export interface ChannelDefinition {
   start?(context: ChannelContext): () => void;
   /** Its part of the home page (`GET /api/status`, `channels.<name>`), asked when it is configured. */
   status(context: ChannelContext, siblings: Promise<readonly SiblingHealth[]>): Promise<ConfiguredStatus>;
+  /** What `npm run doctor` says of it, from its status: working or not, and what to do. */
+  check(status: ConfiguredStatus): Check;
 }
 
 /** A configured channel's state as the home page shows it (its own fields beside `configured`). */
 export type ConfiguredStatus = { configured: true } & Record<string, unknown>;
 export type ChannelStatus = { configured: false } | ConfiguredStatus;
 
-/** Whether a sibling service answered its health check (a channel in a sidecar is as up as it). */
+/** Whether a sibling service answered its health check, and what it said (a channel in a sidecar is as up as it). */
 export interface SiblingHealth {
   name: string;
   ok: boolean;
+  /** e.g. how it isolates untrusted processes, or why it did not answer. */
+  detail?: string;
+  /** Its `GET /health` answer, when it answered. */
+  body?: unknown;
 }
 
 /** What a configured channel may need: its configuration, its clients, where the app is reached. */

@@ -8,6 +8,7 @@ import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { AnswerDelivery } from "../delivery/answers.js";
 import { DeliveryStore } from "../delivery/store.js";
 import { DeliveryWorker, type ChannelSender } from "../delivery/worker.js";
+import type { Check } from "../doctor/checks.js";
 import type { IntakeDeps } from "../queue/intake.js";
 import type { ChannelContext, ChannelStatus, SiblingHealth } from "./channel.js";
 import { CHANNELS, composeFor } from "./registry.js";
@@ -50,6 +51,8 @@ export interface ChannelWiring {
   addRoutes(router: Router, intake: IntakeDeps): void;
   /** Starts what the configured channels do while the app runs; returns how to stop them all. */
   start(): () => void;
+  /** What the doctor says of each configured channel, from the channels' parts of the status. */
+  checks(channels: Record<Channel, ChannelStatus>): Check[];
   /** Every channel's part of the home page, by name. */
   status(siblings: Promise<readonly SiblingHealth[]>): Promise<Record<Channel, ChannelStatus>>;
 }
@@ -160,6 +163,12 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     start() {
       const stops = configured.map((definition) => definition.start?.(context));
       return () => stops.forEach((stop) => stop?.());
+    },
+    checks(statuses) {
+      return configured.flatMap((definition) => {
+        const status = statuses[definition.name];
+        return status.configured ? [definition.check(status)] : [];
+      });
     },
     async status(siblings) {
       const entries = await Promise.all(

@@ -21,6 +21,10 @@ export interface InboxPayload {
    * `attachments`); `ref` is what the channel needs to fetch one.
    */
   media?: DeferredMedia[] | undefined;
+  /** The agent whose conversation the message joins (absent: the main agent, the owner's). */
+  agentId?: number | undefined;
+  /** How that agent sees the sender (the interlocutor's display name, or "name (ID: n)" of an agent). */
+  from?: string | undefined;
 }
 
 /** A file a channel's message named, to fetch when its turn runs. */

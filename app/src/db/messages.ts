@@ -52,9 +52,14 @@ export async function insertStoredMessage(
   return (result.rows[0] as { id: number }).id;
 }
 
-export async function loadConversation(db: Queryable): Promise<Conversation> {
+/** The main agent's id: the owner's conversation (migration 6 gives every older row to it). */
+export const MAIN_AGENT_ID = 1;
+
+/** One agent's conversation: its latest summary and every message of it after that. */
+export async function loadConversation(db: Queryable, agentId = MAIN_AGENT_ID): Promise<Conversation> {
   const latest = await db.query<{ summary: string; up_to_message_id: number; version: string }>(
-    "SELECT summary, up_to_message_id, id || ':' || xmin AS version FROM compactions ORDER BY id DESC LIMIT 1",
+    "SELECT summary, up_to_message_id, id || ':' || xmin AS version FROM compactions WHERE agent_id = $1 ORDER BY id DESC LIMIT 1",
+    [agentId],
   );
   const compaction = latest.rows[0];
   const rows = await db.query<{
@@ -62,9 +67,10 @@ export async function loadConversation(db: Queryable): Promise<Conversation> {
     inbox_id: number | null;
     content: AgentMessage;
     version: string;
-  }>("SELECT id, inbox_id, content, id || ':' || xmin AS version FROM messages WHERE id > $1 ORDER BY id", [
-    compaction?.up_to_message_id ?? 0,
-  ]);
+  }>(
+    "SELECT id, inbox_id, content, id || ':' || xmin AS version FROM messages WHERE agent_id = $2 AND id > $1 ORDER BY id",
+    [compaction?.up_to_message_id ?? 0, agentId],
+  );
   const versions = [compaction?.version ?? "none", ...rows.rows.map((row) => row.version)];
   const messages = rows.rows.map((row) => ({ id: row.id, inboxId: row.inbox_id, message: row.content }));
   // A tool result whose call was summarised away would be rejected by the provider.
@@ -82,11 +88,15 @@ export async function loadConversation(db: Queryable): Promise<Conversation> {
  * The versions `loadConversation` would give now (see `Conversation.versions`), without the
  * messages themselves: one cheap statement.
  */
-export async function conversationVersions(db: Queryable, afterMessageId: number): Promise<string[]> {
+export async function conversationVersions(
+  db: Queryable,
+  afterMessageId: number,
+  agentId = MAIN_AGENT_ID,
+): Promise<string[]> {
   const result = await db.query<{ compaction: string | null; rows: string[] | null }>(
-    `SELECT (SELECT id || ':' || xmin FROM compactions ORDER BY id DESC LIMIT 1) AS compaction,
-       (SELECT array_agg(id || ':' || xmin ORDER BY id) FROM messages WHERE id > $1) AS rows`,
-    [afterMessageId],
+    `SELECT (SELECT id || ':' || xmin FROM compactions WHERE agent_id = $2 ORDER BY id DESC LIMIT 1) AS compaction,
+       (SELECT array_agg(id || ':' || xmin ORDER BY id) FROM messages WHERE agent_id = $2 AND id > $1) AS rows`,
+    [afterMessageId, agentId],
   );
   const row = result.rows[0];
   return [row?.compaction ?? "none", ...(row?.rows ?? [])];
@@ -101,11 +111,16 @@ export async function messagesForInbox(db: Queryable, inboxId: number): Promise<
 }
 
 /** Saves a compaction summary; returns its row's version (`id:xmin`). */
-export async function saveCompaction(db: Queryable, summary: string, upToMessageId: number): Promise<string> {
+export async function saveCompaction(
+  db: Queryable,
+  summary: string,
+  upToMessageId: number,
+  agentId = MAIN_AGENT_ID,
+): Promise<string> {
   if (summary.trim().length === 0) throw new Error("refusing to save an empty compaction summary");
   const result = await db.query<{ version: string }>(
-    "INSERT INTO compactions (summary, up_to_message_id) VALUES ($1, $2) RETURNING id || ':' || xmin AS version",
-    [sanitizeText(summary), upToMessageId],
+    "INSERT INTO compactions (summary, up_to_message_id, agent_id) VALUES ($1, $2, $3) RETURNING id || ':' || xmin AS version",
+    [sanitizeText(summary), upToMessageId, agentId],
   );
   return (result.rows[0] as { version: string }).version;
 }

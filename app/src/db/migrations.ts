@@ -215,6 +215,54 @@ export const migrations: readonly Migration[] = [
         WHERE jsonb_typeof(payload->'media') = 'array';
     `,
   },
+  {
+    version: 6,
+    name: "agents, interlocutors and their identities; each conversation its agent's",
+    sql: `
+      -- The main agent (the owner's, id 1) and subagents, each with its own conversation, prompt
+      -- and whitelists: allowed_tools (bare names or tool.action), allowed_plugins (*, plugin,
+      -- plugin.tool).
+      CREATE TABLE agents (
+        id SERIAL PRIMARY KEY,
+        name TEXT NOT NULL,
+        system_prompt TEXT NOT NULL DEFAULT '',
+        allowed_tools TEXT[] NOT NULL DEFAULT '{}',
+        allowed_plugins TEXT[] NOT NULL DEFAULT '{}',
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+      INSERT INTO agents (id, name, allowed_tools, allowed_plugins) VALUES (1, 'main', '{*}', '{*}');
+      SELECT setval('agents_id_seq', 1);
+
+      -- People the assistant talks to (the owner is one, seeded from [owner] at every start),
+      -- each handled by one agent; the allowlist stays the first gate, this record the second.
+      CREATE TABLE interlocutors (
+        id SERIAL PRIMARY KEY,
+        display_name TEXT NOT NULL UNIQUE,
+        owner BOOLEAN NOT NULL DEFAULT false,
+        enabled BOOLEAN NOT NULL DEFAULT true,
+        agent_id INTEGER REFERENCES agents (id),
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+      CREATE UNIQUE INDEX interlocutors_one_owner ON interlocutors (owner) WHERE owner;
+
+      -- A way to reach a person on one service; a removed identity keeps its row with no identifier.
+      CREATE TABLE interlocutor_identities (
+        id SERIAL PRIMARY KEY,
+        interlocutor_id INTEGER NOT NULL REFERENCES interlocutors (id) ON DELETE CASCADE,
+        service TEXT NOT NULL,
+        identifier TEXT,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+      CREATE UNIQUE INDEX interlocutor_identities_live ON interlocutor_identities (service, identifier)
+        WHERE identifier IS NOT NULL;
+
+      -- Every message and summary belongs to one agent's conversation; what exists is the main agent's.
+      ALTER TABLE messages ADD COLUMN agent_id INTEGER NOT NULL DEFAULT 1 REFERENCES agents (id);
+      CREATE INDEX messages_agent ON messages (agent_id, id);
+      ALTER TABLE compactions ADD COLUMN agent_id INTEGER NOT NULL DEFAULT 1 REFERENCES agents (id);
+      CREATE INDEX compactions_agent ON compactions (agent_id, id);
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

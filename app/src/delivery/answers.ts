@@ -1,6 +1,7 @@
 import { errorMessage, sanitizeText, type Logger } from "@stavrobot/common";
 import { destinationFor, startedByNobody, type OwnerContact } from "../audience.js";
 import type { InboxEntry, InboxStore, UnseenAnswer } from "../db/inbox.js";
+import { MAIN_AGENT_ID } from "../db/messages.js";
 import type { Answer } from "../queue/endings.js";
 import { EMPTY_REPLY } from "../queue/replies.js";
 import type { Channel, DeliveryPayload, DeliveryStore } from "./store.js";
@@ -37,6 +38,16 @@ export class AnswerDelivery {
     answer: Answer,
   ): Promise<void> {
     const { inbox, store, worker, owner } = this.deps;
+    // A subagent's turn that another agent started: its text reaches nobody (it speaks through its
+    // send tools); only a failure is the owner's to hear about.
+    if (
+      entry.source === "agent" &&
+      (entry.payload?.agentId ?? MAIN_AGENT_ID) !== MAIN_AGENT_ID &&
+      answer.kind !== "error"
+    ) {
+      inbox.noteSeen([entry.id]);
+      return;
+    }
     const destination = destinationFor(entry, owner);
     if (destination.kind === "console") {
       inbox.noteUnseen(entry.id);

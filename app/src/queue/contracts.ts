@@ -18,7 +18,14 @@ export interface TurnEngineLike {
    * `write` is pending (the entry's row still being written) the turn writes nothing, and it
    * stops (taking no steering) if the write fails.
    */
-  run(inboxId: number, message: UserMessage, start?: TurnStart, write?: RowWrite): Promise<TurnOutcome>;
+  run(
+    inboxId: number,
+    message: UserMessage,
+    start?: TurnStart,
+    write?: RowWrite,
+    /** Whose conversation the turn is part of (default the main agent's). */
+    agentId?: number,
+  ): Promise<TurnOutcome>;
   steer(inboxId: number, message: UserMessage): boolean;
   abort(): boolean;
 }

@@ -3,6 +3,7 @@ import type { Allowlist } from "../allowlist/allowlist.js";
 import { isChannel, isOwnerConsole, type Channel } from "../audience.js";
 import type { InboxPayload } from "../db/inbox.js";
 import type { MessageQueue, Submitted } from "./queue.js";
+import type { PeopleRouter } from "./routing.js";
 
 /** A message as a route received it, checked for its shape but not yet admitted. */
 export interface IncomingMessage {
@@ -33,6 +34,8 @@ export interface IntakeDeps {
   allowlist: Pick<Allowlist, "isAllowed" | "isOwner">;
   /** Sends a short text to someone on a channel through the deliveries (the answer to `/stop`). */
   tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
+  /** Where a channel message from anyone but the owner goes (their interlocutor's agent). */
+  people: Pick<PeopleRouter, "route">;
   /** Why no turn can run yet (no provider key), or undefined: such a message is refused, not kept. */
   notReady?: () => string | undefined;
   logger: Logger;
@@ -62,9 +65,21 @@ export async function takeMessage(deps: IntakeDeps, message: IncomingMessage): P
     if (isChannel(source) && sender) await deps.tell(source, sender, response, message.stopKey);
     return { kind: "stopped", response };
   }
+  let routed: { agentId: number; from: string } | undefined;
+  if (isChannel(source) && sender !== null && !fromOwner) {
+    const route = await deps.people.route(source, sender, async () => {
+      const { payload, discard } = await message.payload();
+      await discard();
+      return payload.message;
+    });
+    if (route.kind === "dropped") return { kind: "dropped" };
+    routed = { agentId: route.agentId, from: route.label };
+  }
   const missing = deps.notReady?.();
   if (missing) throw new NotReadyError(missing);
-  const { payload, discard } = await message.payload();
+  const built = await message.payload();
+  const { discard } = built;
+  const payload = routed ? { ...built.payload, ...routed } : built.payload;
   let submitted: Submitted;
   try {
     submitted = await deps.queue.submit(source, sender, payload, message.idempotencyKey);

@@ -319,6 +319,9 @@ export class MessageQueue {
 
   private async process(item: Item): Promise<string> {
     const { entry } = item;
+    // Whose conversation it joins was decided when it was accepted; building the message (fetching
+    // a channel's files) rewrites the payload, and must not change that.
+    const agentId = entry.payload.agentId;
     const message = await this.deps.buildUserMessage(entry);
     let resumed = false;
     for (let attempt = 0; ; attempt++) {
@@ -327,7 +330,7 @@ export class MessageQueue {
         : item.started === true && attempt === 0
           ? "started"
           : "count";
-      const outcome = await this.deps.engine.run(entry.id, message, start, item.write);
+      const outcome = await this.deps.engine.run(entry.id, message, start, item.write, agentId);
       // Never saved: never accepted (the sender was told so); nothing of it may be written.
       if (await item.write.lost()) return ABANDONED;
       resumed = false;

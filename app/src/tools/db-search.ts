@@ -2,6 +2,7 @@ import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
 import type { Queryable } from "../db/database.js";
+import { MAIN_AGENT_ID } from "../db/messages.js";
 import { RESULT_LIMIT_BYTES, capText, textResult } from "./result.js";
 
 const parameters = Type.Object({
@@ -20,6 +21,9 @@ const INTERNAL_TABLES = new Set([
   "allowlist",
   "cron_entries",
   "pages",
+  "agents",
+  "interlocutors",
+  "interlocutor_identities",
 ]);
 const MAX_TABLE_ROWS = 5;
 const SNIPPET_CHARS = 300;
@@ -30,7 +34,14 @@ const SNIPPET_CHARS = 300;
  * the owner keep (memories, scratchpad, anything made with execute_sql). The messages search uses
  * the `messages_search` GIN index, so it stays fast with a million stored messages.
  */
-export function createDbSearchTool(deps: { db: Queryable }): AgentTool<typeof parameters> {
+export function createDbSearchTool(deps: {
+  db: Queryable;
+  /**
+   * The agent whose turn runs: each agent searches its own conversation, and only the main agent
+   * (the owner's) searches the tables, which hold the owner's memories and data.
+   */
+  currentAgentId?: () => number;
+}): AgentTool<typeof parameters> {
   const { db } = deps;
   return {
     name: "db_search",
@@ -43,7 +54,9 @@ export function createDbSearchTool(deps: { db: Queryable }): AgentTool<typeof pa
       const limit = Math.min(Math.max(params.limit ?? 10, 1), 20);
       const parts: string[] = [];
       let tableRows = 0;
-      for (const table of await searchableTables(db)) {
+      const agentId = deps.currentAgentId?.() ?? MAIN_AGENT_ID;
+      const tables = agentId === MAIN_AGENT_ID ? await searchableTables(db) : [];
+      for (const table of tables) {
         if (tableRows >= MAX_TABLE_ROWS) break;
         const document = table.columns
           .map((column) => `coalesce(${quote(column)}::text, '')`)
@@ -73,11 +86,12 @@ export function createDbSearchTool(deps: { db: Queryable }): AgentTool<typeof pa
         `WITH matches AS MATERIALIZED (
            SELECT id FROM messages
            WHERE to_tsvector('english', coalesce(search_text, '')) @@ plainto_tsquery('english', $1)
+             AND agent_id = $3
          )
          SELECT m.id, m.role, m.created_at, m.search_text FROM messages m
          WHERE m.id IN (SELECT id FROM matches ORDER BY id DESC LIMIT $2)
          ORDER BY m.id DESC`,
-        [query, limit],
+        [query, limit, agentId],
       );
       if (messages.rows.length > 0) {
         const lines = messages.rows.map(

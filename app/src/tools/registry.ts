@@ -22,6 +22,9 @@ import { createWebFetchTool } from "./web-fetch.js";
 import { createWebSearchTool } from "./web-search.js";
 import { createSendMessageTool, type SendToolDeps } from "./send-message.js";
 import type { AnyAgentTool } from "./result.js";
+import { createManageAgentsTool } from "./manage-agents.js";
+import { createManageInterlocutorsTool } from "./manage-interlocutors.js";
+import { createSendAgentMessageTool, type SendAgentMessageDeps } from "./send-agent-message.js";
 import type { JsonPost, ModelCallMeter } from "../model/one-shot.js";
 
 export interface ToolContext {
@@ -37,6 +40,8 @@ export interface ToolContext {
   scheduler: ManageCronDeps["scheduler"];
   /** What the send tools share (each channel's tool exists only when the channel is configured). */
   messaging: Omit<SendToolDeps, "channel" | "owner">;
+  /** How one agent's message reaches another (through the queue). */
+  enqueueAgentMessage: SendAgentMessageDeps["enqueue"];
   /** How tools that call a model of their own send it a request (the model client's connections). */
   modelPost: JsonPost;
   /** Budget checks and usage records for tools that call a model of their own. */
@@ -83,7 +88,7 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
   return [
     createExecuteSqlTool({ db }),
     createManageKnowledgeTool({ db }),
-    createDbSearchTool({ db }),
+    createDbSearchTool({ db, currentAgentId: ctx.messaging.currentAgentId }),
     createManageCronTool({ db, timezone: ctx.timezone, scheduler: ctx.scheduler }),
     createManagePagesTool({ db, publicHostname: ctx.publicHostname }),
     createManageFilesTool({ areas }),
@@ -95,6 +100,13 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     }),
     createRunPluginTool({ pluginRunner: ctx.pluginRunner, filesDir: areas.root, details: ctx.details }),
     createRunPythonTool({ pythonRunner: ctx.pythonRunner, filesDir: areas.root }),
+    createManageInterlocutorsTool({ db }),
+    createManageAgentsTool({ db }),
+    createSendAgentMessageTool({
+      db,
+      currentAgentId: ctx.messaging.currentAgentId,
+      enqueue: ctx.enqueueAgentMessage,
+    }),
     ...conditional,
   ];
 }

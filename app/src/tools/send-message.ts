@@ -10,11 +10,14 @@ import type { DeliveryFiles } from "../delivery/files.js";
 import type { DeliveryStore } from "../delivery/store.js";
 import type { DeliveryWorker, SendResult } from "../delivery/worker.js";
 import { FileAreaError, type FileAreas } from "../files/areas.js";
+import type { Queryable } from "../db/database.js";
+import { MAIN_AGENT_ID, interlocutorByIdentity, interlocutorByName } from "../db/people.js";
 import { ToolError, textResult } from "./result.js";
 
 const parameters = Type.Object({
   recipient: Type.String({
-    description: "The owner's name, or a chat id / phone number on the allowlist.",
+    description:
+      "A person's display name (manage_interlocutors; the owner's too), or a chat id / phone number on the allowlist.",
   }),
   message: Type.Optional(Type.String({ description: "The text, in Markdown." })),
   attachmentPath: Type.Optional(Type.String({ description: "Path of a file to send." })),
@@ -33,6 +36,10 @@ export interface SendToolDeps {
   worker: DeliveryWorker;
   /** The inbox id of the running turn (ties the sends to it: the turn then owes no fallback answer). */
   currentInboxId: () => number | undefined;
+  /** The agent whose turn runs: a subagent reaches only the interlocutors assigned to it. */
+  currentAgentId: () => number;
+  /** Where interlocutors are looked up (display names, disabled records, assignments). */
+  db: Queryable;
 }
 
 /**
@@ -53,7 +60,7 @@ export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof para
       if (!message && !params.attachmentPath?.trim()) {
         throw new ToolError("At least one of 'message' or 'attachmentPath' must be present.");
       }
-      const { id, label } = resolveRecipient(params.recipient, deps, info);
+      const { id, label } = await resolveRecipient(params.recipient, deps, info);
       if (!(await deps.allowlist.isAllowed(deps.channel, id))) {
         throw new ToolError(
           `${id} is not on the ${info.title} allowlist, so it cannot be messaged. Only the owner can add it (Settings → Allowlist).`,
@@ -85,15 +92,39 @@ export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof para
   };
 }
 
-function resolveRecipient(
+/**
+ * The recipient pipeline (the reference's): a display name is that interlocutor's identity on this
+ * channel, a raw identifier is checked against the interlocutor it belongs to; a disabled
+ * interlocutor is refused, and a subagent may message only the interlocutors assigned to it. The
+ * main agent may also name the owner ("owner") or any identifier on the allowlist (checked next).
+ */
+async function resolveRecipient(
   recipient: string,
   deps: SendToolDeps,
   info: ChannelDefinition,
-): { id: string; label: string } {
+): Promise<{ id: string; label: string }> {
   // Invisible characters (copied from a contact card) and spaces in phone numbers are not part of the id.
   const text = recipient.replace(/[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g, "").trim();
+  const agentId = deps.currentAgentId();
+  const subagent = agentId !== MAIN_AGENT_ID;
+  const notAssigned = (name: string) =>
+    new ToolError(
+      `Error: "${name}" is not assigned to you: you can only message the interlocutors assigned to your agent. Ask the main agent with send_agent_message.`,
+    );
+  const named = text ? await interlocutorByName(deps.db, text, deps.channel) : undefined;
+  if (named) {
+    if (!named.enabled) throw new ToolError(`Error: Interlocutor "${named.display_name}" is disabled.`);
+    if (subagent && named.agent_id !== agentId) throw notAssigned(named.display_name);
+    if (named.identifier) return { id: named.identifier, label: named.display_name };
+    if (!named.owner) {
+      throw new ToolError(
+        `Error: Interlocutor "${named.display_name}" has no ${info.title} identity. Add one with manage_interlocutors add_identity, or use another channel.`,
+      );
+    }
+  }
   const owner = deps.owner;
   if (text.toLowerCase() === "owner" || (owner.name && text.toLowerCase() === owner.name.toLowerCase())) {
+    if (subagent) throw notAssigned(text);
     if (!owner.id) {
       throw new ToolError(
         `The owner has no ${info.title} identity configured ([owner] ${deps.channel} in config.toml), so they cannot be reached on ${info.title}.`,
@@ -108,7 +139,11 @@ function resolveRecipient(
     );
   }
   const id = normalizeIdentifier(deps.channel, compact);
-  return { id, label: id === owner.id && owner.name ? owner.name : id };
+  const person = await interlocutorByIdentity(deps.db, deps.channel, id);
+  if (person && !person.enabled)
+    throw new ToolError(`Error: Interlocutor "${person.display_name}" is disabled.`);
+  if (subagent && person?.agent_id !== agentId) throw notAssigned(person?.display_name ?? id);
+  return { id, label: id === owner.id && owner.name ? owner.name : (person?.display_name ?? id) };
 }
 
 async function locateFile(path: string, areas: FileAreas, info: ChannelDefinition): Promise<string> {

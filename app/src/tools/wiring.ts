@@ -11,6 +11,8 @@ import type { Scheduler } from "../scheduler/scheduler.js";
 import type { UsageWing } from "../usage/wiring.js";
 import { buildTools } from "./registry.js";
 import type { AnyAgentTool } from "./result.js";
+import { MAIN_AGENT_ID } from "../db/people.js";
+import type { SendAgentMessageDeps } from "./send-agent-message.js";
 
 /** The tools wing: every tool this configuration has, given what each needs of the other wings. */
 export function wireTools(options: {
@@ -28,6 +30,8 @@ export function wireTools(options: {
   modelPost: JsonPost;
   usage: Pick<UsageWing, "toolMeter">;
   currentTurn: CurrentTurn;
+  /** How one agent's message reaches another: saved in the inbox for it (the queue, wired later). */
+  enqueueAgentMessage: SendAgentMessageDeps["enqueue"];
 }): AnyAgentTool[] {
   const { config, channels, siblings, currentTurn } = options;
   return buildTools({
@@ -51,6 +55,9 @@ export function wireTools(options: {
       store: channels.deliveries,
       worker: channels.worker,
       currentInboxId: () => currentTurn.entry?.id,
+      currentAgentId: () => currentTurn.entry?.payload.agentId ?? MAIN_AGENT_ID,
+      db: options.db,
     },
+    enqueueAgentMessage: options.enqueueAgentMessage,
   });
 }

@@ -22,6 +22,7 @@ export const UI_PAGES: readonly UiPage[] = [
   { path: "/settings", file: "settings.html", title: "Settings" },
   { path: "/settings/plugins", file: "plugins.html", title: "Plugins", script: "plugins.js" },
   { path: "/settings/allowlist", file: "allowlist.html", title: "Allowlist", script: "allowlist.js" },
+  { path: "/people", file: "people.html", title: "People", script: "people.js" },
   { path: "/usage", file: "usage.html", title: "Usage", script: "usage.js" },
 ];
 

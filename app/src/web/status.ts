@@ -18,12 +18,8 @@ export interface AppStatus {
   messages: { total: number; bySource: { source: string; count: number }[] };
 }
 
-export interface ServiceHealth {
-  name: string;
-  ok: boolean;
-  /** e.g. how the plugin-runner isolates plugins, or why the service did not answer. */
-  detail?: string;
-}
+/** A sibling as the page shows it: whether it answered, and how it isolates or why it did not. */
+export type ServiceHealth = Omit<SiblingHealth, "body">;
 
 export interface QueueStatus {
   busy: boolean;
@@ -59,22 +55,27 @@ export async function collectStatus(deps: StatusDeps): Promise<AppStatus> {
   return {
     startedAt: deps.startedAt.toISOString(),
     uptimeSeconds: Math.max(0, Math.floor((now.getTime() - deps.startedAt.getTime()) / 1000)),
-    services,
+    // What each sibling's /health said stays here: the page shows whether it answered, and why not.
+    services: services.map(({ body: _body, ...service }) => service),
     channels,
     queue,
     messages,
   };
 }
 
-async function health(name: string, client: ServiceClient): Promise<ServiceHealth> {
+async function health(name: string, client: ServiceClient): Promise<SiblingHealth> {
   try {
     const { data } = await client.request("GET", "/health", { timeoutMs: HEALTH_TIMEOUT_MS, retries: 0 });
-    const sandbox = (data as { sandbox?: { mode?: unknown; users?: unknown } } | undefined)?.sandbox;
-    const detail =
-      typeof sandbox?.mode === "string"
-        ? `sandbox: ${sandbox.mode}${sandbox.users === true ? ", per-plugin users" : ""}`
-        : undefined;
-    return { name, ok: true, ...(detail ? { detail } : {}) };
+    const body = data as { sandbox?: { mode?: unknown; users?: unknown }; signalCli?: unknown } | undefined;
+    const details = [
+      typeof body?.sandbox?.mode === "string"
+        ? `sandbox: ${body.sandbox.mode}${body.sandbox.users === true ? ", per-plugin users" : ""}`
+        : undefined,
+      typeof body?.signalCli === "string" && body.signalCli !== "running"
+        ? `signal-cli: ${body.signalCli}`
+        : undefined,
+    ].filter((detail) => detail !== undefined);
+    return { name, ok: true, ...(details.length > 0 ? { detail: details.join("; ") } : {}), body: data };
   } catch (error) {
     return { name, ok: false, detail: errorMessage(error) };
   }

@@ -66,6 +66,14 @@ describeInBrowser("admin pages in Chromium", () => {
     expect(await owner.page.locator('[data-service="python-runner"]').textContent()).toContain("down");
     expect(await owner.page.textContent("#channels")).toContain("not configured");
     expect(await owner.page.textContent("#queue")).toContain("idle");
+    // The doctor's checks: the python-runner down, with what to do; the provider's key accepted.
+    const python = owner.page.locator('[data-check="python-runner"]');
+    await expect.poll(() => python.textContent()).toContain("failing");
+    expect(await python.textContent()).toContain("→ npm start restarts it by itself");
+    expect(await owner.page.locator('[data-check="provider"]').textContent()).toContain(
+      "the key is accepted",
+    );
+    expect(await owner.page.textContent("#checks-summary")).toBe("1 failing");
     await screenshot(owner.page, "home");
     expectNoProblems(owner);
     await owner.context.close();
@@ -229,8 +237,41 @@ describeInBrowser("admin pages in Chromium", () => {
     await owner.context.close();
   });
 
+  it("shows people and agents, creates both from the page, and reads a conversation", async () => {
+    const owner = await ownerContext(browser, t.app.port);
+    const { page } = owner;
+    await page.goto("/people");
+    await expect.poll(() => page.textContent("#interlocutors")).toContain("Ada");
+    expect(await page.textContent("#agents")).toContain("main (ID: 1)");
+    await page.fill("#agent-form [name=name]", "dentist booker");
+    await page.fill("#agent-form [name=system_prompt]", "Book a dentist appointment for the owner.");
+    await page.fill("#agent-form [name=allowed_tools]", "send_telegram_message, execute_sql");
+    await page.click("#agent-save");
+    await page.locator("#people-error").waitFor({ state: "visible" });
+    expect(await page.textContent("#people-error")).toContain("invalid allowed_tools entries: execute_sql");
+    await page.fill("#agent-form [name=allowed_tools]", "send_telegram_message");
+    await page.click("#agent-save");
+    await expect.poll(() => page.textContent("#agents")).toContain("dentist booker (ID: 2)");
+    await page.fill("#interlocutor-form [name=display_name]", "Dentist");
+    await page.fill("#interlocutor-form [name=identifier]", "777");
+    await page.selectOption("#interlocutor-form [name=agent_id]", "2");
+    await page.click("#interlocutor-form button[type=submit]");
+    await expect.poll(() => page.textContent("#interlocutors")).toContain("telegram 777");
+    const rows = await t.app.db.query(
+      `SELECT i.display_name, i.agent_id, ii.identifier FROM interlocutors i
+       JOIN interlocutor_identities ii ON ii.interlocutor_id = i.id WHERE i.display_name = 'Dentist'`,
+    );
+    expect(rows.rows).toEqual([{ display_name: "Dentist", agent_id: 2, identifier: "777" }]);
+    await page.locator("#agents li", { hasText: "main (ID: 1)" }).getByText("Read conversation").click();
+    await expect.poll(() => page.textContent("#conversation-title")).toBe("Conversation of main (ID: 1)");
+    await screenshot(page, "people");
+    expectNoProblems(owner, [/status of 400/]);
+    await owner.context.close();
+  });
+
   it.each([
     ["/", "home"],
+    ["/people", "people"],
     ["/settings", "settings"],
     ["/settings/plugins", "plugins"],
     ["/settings/allowlist", "allowlist"],

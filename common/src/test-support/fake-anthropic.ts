@@ -250,10 +250,32 @@ function createAnthropicProtocol(options: FakeAnthropicOptions): FakeProtocol {
       else writeJson(res, reply);
     },
     reset: () => cache.clear(),
+    handleOther(req, res) {
+      const path = new URL(req.url ?? "/", "http://localhost").pathname;
+      if (req.method !== "GET" || path !== "/v1/models") return false;
+      // As the real API: a missing or unknown key is refused before anything is listed. A key
+      // containing "invalid" stands for one Anthropic does not know.
+      const key = req.headers["x-api-key"];
+      if (typeof key !== "string" || key.includes("invalid")) {
+        sendJson(res, 401, {
+          type: "error",
+          error: { type: "authentication_error", message: "invalid x-api-key" },
+        });
+        return true;
+      }
+      const model = {
+        type: "model",
+        id: "claude-sonnet-4-5",
+        display_name: "Claude Sonnet 4.5",
+        created_at: "2025-09-29T00:00:00Z",
+      };
+      sendJson(res, 200, { data: [model], has_more: false, first_id: model.id, last_id: model.id });
+      return true;
+    },
   };
 }
 
-/** A fake Anthropic Messages API (`POST /v1/messages`, streaming or not) on 127.0.0.1. */
+/** A fake Anthropic Messages API (`POST /v1/messages`, `GET /v1/models`, streaming or not) on 127.0.0.1. */
 export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeLlmServer> {
   return startFakeLlmServer(createAnthropicProtocol(options));
 }

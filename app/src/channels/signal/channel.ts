@@ -31,9 +31,35 @@ export const signalChannel: ChannelDefinition = {
   addRoutes(router, { signalBridge }) {
     if (signalBridge) addSignalCaptchaRoutes(router, signalBridge);
   },
-  // As up as its bridge.
-  status: async (_context, siblings) => ({
-    configured: true,
-    bridgeOk: (await siblings).find((sibling) => sibling.name === "signal-bridge")?.ok ?? false,
-  }),
+  // As up as its bridge and the bridge's signal-cli (a bridge that answers while signal-cli is
+  // missing or keeps dying sends nothing).
+  status: async (_context, siblings) => {
+    const bridge = (await siblings).find((sibling) => sibling.name === "signal-bridge");
+    const reported = (bridge?.body as { signalCli?: unknown } | undefined)?.signalCli;
+    return {
+      configured: true,
+      bridgeOk: bridge?.ok ?? false,
+      signalCli: typeof reported === "string" ? reported : "unknown",
+    };
+  },
+  check: (status) => {
+    const { bridgeOk, signalCli } = status as unknown as { bridgeOk: boolean; signalCli: string };
+    if (!bridgeOk) {
+      return {
+        name: "signal",
+        state: "fail",
+        detail: "the signal bridge does not answer",
+        fix: "npm start restarts it; its log says why it stopped.",
+      };
+    }
+    if (signalCli !== "running") {
+      return {
+        name: "signal",
+        state: "fail",
+        detail: `signal-cli is ${signalCli}: nothing is sent or received`,
+        fix: "Install signal-cli and register the account (signal-bridge/README.md); the bridge's log says why it does not start.",
+      };
+    }
+    return { name: "signal", state: "ok", detail: "the bridge and signal-cli run" };
+  },
 };

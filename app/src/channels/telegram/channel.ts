@@ -3,7 +3,7 @@ import { registerWebhook } from "./registration.js";
 import { htmlToPlainText, markdownToTelegramHtml } from "./markdown-html.js";
 import { TELEGRAM_CAPTION_LIMIT, TelegramSender } from "./sender.js";
 import { splitTelegramHtml } from "./split.js";
-import { telegramStatus, webhookUrl } from "./status.js";
+import { telegramCheck, telegramStatus, webhookUrl, type TelegramStatus } from "./status.js";
 import { createTelegramWebhookHandler } from "./webhook.js";
 
 /** The Bot API's limit for a file a bot sends. */
@@ -49,12 +49,13 @@ export const telegramChannel: ChannelDefinition = {
   addRoutes(router, { webhookSecret, logger }, intake) {
     // Telegram cannot log in: the handler checks the secret registered with setWebhook. No
     // `notReady`: a Telegram message is kept even before a provider is set, and its turn says so.
-    const { queue, allowlist, tell } = intake;
+    const { queue, allowlist, people, tell } = intake;
     router.post(
       "/telegram/webhook",
       createTelegramWebhookHandler({
         queue,
         allowlist,
+        people,
         tell,
         secret: webhookSecret,
         logger: logger.child("telegram"),
@@ -72,4 +73,5 @@ export const telegramChannel: ChannelDefinition = {
       : () => {},
   status: async ({ telegramApi, publicHostname }) =>
     telegramApi ? telegramStatus(telegramApi, publicHostname) : { configured: true },
+  check: (status) => telegramCheck(status as TelegramStatus),
 };

@@ -52,7 +52,9 @@ export class TelegramMediaFetcher {
       }
     }
     const text = [entry.payload.message, ...notes].filter((part) => part?.trim()).join("\n\n");
-    const payload: InboxPayload = { message: text || undefined, attachments };
+    // Everything else the entry carries (the agent it goes to, the sender's name) stays as it was.
+    const { media: _fetched, ...kept } = entry.payload;
+    const payload: InboxPayload = { ...kept, message: text || undefined, attachments };
     await this.inbox.updatePayload(entry.id, payload);
     entry.payload = payload;
     return payload;

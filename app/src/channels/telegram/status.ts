@@ -1,4 +1,5 @@
 import { errorMessage } from "@stavrobot/common";
+import type { Check } from "../../doctor/checks.js";
 import type { TelegramApi } from "./api.js";
 
 /** Telegram's `getWebhookInfo` answer, the fields used here. */
@@ -36,4 +37,35 @@ export async function telegramStatus(api: TelegramApi, publicHostname: string): 
   } catch (error) {
     return { configured: true, webhook: { error: errorMessage(error) } };
   }
+}
+
+/** Whether Telegram reaches the assistant: the bot answers, the webhook is ours and is delivered to. */
+export function telegramCheck(status: TelegramStatus): Check {
+  const name = "telegram";
+  const webhook = status.webhook;
+  if ("error" in webhook) {
+    return {
+      name,
+      state: "fail",
+      detail: `Telegram did not answer: ${webhook.error}`,
+      fix: "Check botToken in config.toml (a wrong one is refused) and the network.",
+    };
+  }
+  if (!webhook.registered) {
+    return {
+      name,
+      state: "fail",
+      detail: `the webhook is not this assistant's (Telegram has "${webhook.url}")`,
+      fix: "Set publicHostname in config.toml to the https address Telegram can reach; the app registers it at start.",
+    };
+  }
+  if (webhook.lastError) {
+    return {
+      name,
+      state: "warn",
+      detail: `Telegram's last delivery failed: ${webhook.lastError}`,
+      fix: "Telegram must reach publicHostname over https from the internet.",
+    };
+  }
+  return { name, state: "ok", detail: "the bot answers and its webhook is registered" };
 }

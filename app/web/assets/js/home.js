@@ -7,6 +7,9 @@ import { mountChat } from "./chat.js";
 import { mountKeptAnswers } from "./kept-answers.js";
 
 const REFRESH_MS = 10_000;
+/** The doctor asks the provider and Telegram too: less often than the status. */
+const CHECKS_REFRESH_MS = 60_000;
+const CHECK_LABELS = { ok: "ok", warn: "look", fail: "failing" };
 
 const facts = (node, pairs) =>
   fill(
@@ -38,9 +41,11 @@ function showStatus(status) {
     ["Telegram", telegramState(telegram)],
     [
       "Signal",
-      signal.configured
-        ? state(signal.bridgeOk, "bridge up", "bridge down")
-        : el("span", { class: "muted", text: "not configured" }),
+      !signal.configured
+        ? el("span", { class: "muted", text: "not configured" })
+        : !signal.bridgeOk
+          ? state(false, "", "bridge down")
+          : state(signal.signalCli === "running", "up", `bridge up, signal-cli ${signal.signalCli}`),
     ],
   ]);
   facts(byId("queue"), [
@@ -71,6 +76,46 @@ function telegramState(telegram) {
   );
 }
 
+function showChecks(checked) {
+  const failing = checked.checks.filter((check) => check.state === "fail").length;
+  byId("checks-summary").textContent =
+    failing > 0
+      ? `${failing} failing`
+      : checked.status === "warn"
+        ? "working; some need a look"
+        : "everything works";
+  fill(
+    byId("checks"),
+    checked.checks.map((check) =>
+      el(
+        "li",
+        { "data-check": check.name },
+        el(
+          "span",
+          {},
+          el("strong", { text: check.name }),
+          el("div", { class: "hint", text: check.detail }),
+          check.fix && check.state !== "ok"
+            ? el("div", { class: check.state, text: `→ ${check.fix}` })
+            : null,
+        ),
+        el("span", {
+          class: `badge ${check.state === "fail" ? "bad" : check.state}`,
+          text: CHECK_LABELS[check.state],
+        }),
+      ),
+    ),
+  );
+}
+
+async function refreshChecks() {
+  try {
+    showChecks(await api("/api/checks"));
+  } catch (error) {
+    fill(byId("checks"), [el("li", { class: "error", text: error.message })]);
+  }
+}
+
 async function refreshStatus() {
   try {
     showStatus(await api("/api/status"));
@@ -88,7 +133,11 @@ const chat = mountChat({
 });
 mountKeptAnswers({ add: chat.add, status: byId("live-status"), notify: byId("notify") });
 
+void refreshChecks();
 await refreshStatus();
 setInterval(() => {
   if (document.visibilityState === "visible") void refreshStatus();
 }, REFRESH_MS);
+setInterval(() => {
+  if (document.visibilityState === "visible") void refreshChecks();
+}, CHECKS_REFRESH_MS);

@@ -1,0 +1,106 @@
+/**
+ * `npm run doctor`: what works and what does not, with what to do, and exit code 0 (nothing
+ * failing) or 1. The config is checked here; when the app runs on this data directory, it is asked
+ * for everything else (`GET /health?deep=1` with the owner's password: the database, each sibling
+ * and its sandbox, the provider and its key, each configured channel, disk space, backups); when it
+ * does not run, what can be checked without it is, and its absence is the first failure.
+ */
+import { basicAuthHeader, errorMessage } from "@stavrobot/common";
+import { backupCheck, diskCheck, summarise, type Check, type Checked } from "../doctor/checks.js";
+import { loadConfig } from "./config.js";
+import { parseAppEnv } from "./env.js";
+import { runningInstance } from "./instance-lock.js";
+import { resolvePaths } from "./paths.js";
+
+const MARKS = { ok: "ok  ", warn: "warn", fail: "FAIL" } as const;
+
+async function main(): Promise<number> {
+  const settings = parseAppEnv(process.env);
+  const paths = resolvePaths(settings);
+  let password: string | undefined;
+  const configCheck: Check = (() => {
+    try {
+      password = loadConfig(paths.configPath).password;
+      return { name: "config", state: "ok", detail: paths.configPath } satisfies Check;
+    } catch (error) {
+      const missing = (error as { message?: string }).message?.includes("ENOENT") === true;
+      return {
+        name: "config",
+        state: "fail",
+        detail: errorMessage(error),
+        fix: missing
+          ? "npm start writes one with a generated password on its first run."
+          : `Correct it in ${paths.configPath}; config.example.toml documents every key.`,
+      } satisfies Check;
+    }
+  })();
+  const running = runningInstance(paths.dataDir);
+  let checked: Checked;
+  if (running?.port !== undefined && password !== undefined) {
+    checked = await askRunningApp(running.port, password);
+  } else {
+    const absent: Check = running
+      ? {
+          name: "app",
+          state: "fail",
+          detail: `the app (pid ${running.pid}) is ${password === undefined ? "running, but the config cannot be read to ask it" : "still starting"}`,
+          fix:
+            password === undefined
+              ? "Fix config.toml and restart it."
+              : "Run npm run doctor again in a moment.",
+        }
+      : {
+          name: "app",
+          state: "fail",
+          detail: `not running on ${paths.dataDir}`,
+          fix: "Start it with npm start (or docker compose up).",
+        };
+    checked = summarise([
+      absent,
+      await diskCheck(paths.dataDir),
+      await backupCheck(paths.backupDir, settings.BACKUP_INTERVAL_SECONDS),
+    ]);
+  }
+  const all = summarise([configCheck, ...checked.checks]);
+  print(all.checks);
+  console.log(
+    all.status === "fail"
+      ? "\nSomething needs fixing: see FAIL above."
+      : all.status === "warn"
+        ? "\nEverything works; see warn above."
+        : "\nEverything works.",
+  );
+  return all.status === "fail" ? 1 : 0;
+}
+
+async function askRunningApp(port: number, password: string): Promise<Checked> {
+  const url = `http://127.0.0.1:${port}/health?deep=1`;
+  try {
+    const response = await fetch(url, {
+      headers: { Authorization: basicAuthHeader(password) },
+      signal: AbortSignal.timeout(30_000),
+    });
+    const body = (await response.json()) as Partial<Checked>;
+    if (!Array.isArray(body.checks)) throw new Error(`it answered HTTP ${response.status}`);
+    return summarise(body.checks);
+  } catch (error) {
+    return summarise([
+      {
+        name: "app",
+        state: "fail",
+        detail: `running, but ${url} did not answer: ${errorMessage(error)}`,
+        fix: "Its log says why; restart it if it hangs.",
+      },
+    ]);
+  }
+}
+
+function print(checks: Check[]): void {
+  const width = Math.max(...checks.map((check) => check.name.length));
+  for (const check of checks) {
+    console.log(`${MARKS[check.state]}  ${check.name.padEnd(width)}  ${check.detail}`);
+    if (check.fix && check.state !== "ok") console.log(`${" ".repeat(width + 8)}→ ${check.fix}`);
+  }
+}
+
+process.exitCode = await main();
