@@ -42,6 +42,7 @@ const quick = uniqueName("mcp-e2e-quick");
 const offline = uniqueName("mcp-e2e-off");
 const remote = uniqueName("mcp-e2e-http");
 const disabled = uniqueName("mcp-e2e-dis");
+const broken = uniqueName("mcp-e2e-broken");
 
 const lines: string[] = [];
 function collecting(scope: string): Logger {
@@ -84,6 +85,7 @@ beforeAll(async () => {
     `[mcpServers.${stdio}.env]\nFIXTURE_TOKEN = ${toml(ENV_SECRET)}\n` +
     `[mcpServers.${quick}]\ncommand = "node"\nargs = [${toml(script)}]\ntimeoutSeconds = 1\n` +
     `[mcpServers.${offline}]\ncommand = "node"\nargs = [${toml(script)}]\nnetwork = false\n` +
+    `[mcpServers.${broken}]\ncommand = "node"\nargs = ["-e", "process.exit(9)"]\n` +
     `[mcpServers.${disabled}]\ncommand = "node"\nargs = [${toml(script)}]\nenabled = false\n` +
     `[mcpServers.${remote}]\nurl = ${toml(http.url)}\ndescription = "Remote fixture tools."\n` +
     `[mcpServers.${remote}.headers]\nAuthorization = ${toml(`Bearer ${HEADER_SECRET}`)}\n`;
@@ -110,7 +112,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await app?.close();
   await pluginHost?.close();
-  for (const name of [stdio, quick, offline, remote, disabled])
+  for (const name of [stdio, quick, offline, remote, disabled, broken])
     await pluginHost?.host.isolation.removeUser(name);
   await http?.close();
   await new Promise((resolve) => listener?.close(resolve));
@@ -271,6 +273,19 @@ describe("MCP servers through the agent", () => {
       expect(JSON.stringify(result.content)).toContain("declared in config.toml");
     }
     expect((await modelRuns(stdio, "say.hello-world", { name: "Ed" })).lastUserText).toContain("Hello, Ed!");
+  });
+
+  it("the status page names a server that keeps failing", async () => {
+    await vi.waitFor(
+      async () => {
+        const status = await raw(app.port, "GET", "/api/status", {});
+        const runner = (status.json.services as { name: string; detail?: string }[]).find(
+          (service) => service.name === "plugin-runner",
+        );
+        expect(runner?.detail).toContain(`MCP servers failing: ${broken}`);
+      },
+      { timeout: 20_000 },
+    );
   });
 
   it("secrets in env and headers never reached the model or a log", () => {
