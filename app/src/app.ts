@@ -12,6 +12,7 @@ import { warmUpFirstTurn } from "./agent/warm-up.js";
 import { wireLogin } from "./auth/wiring.js";
 import { Cleanup } from "./boot/cleanup.js";
 import { ensureConfigFile, loadConfig, type AppConfig } from "./boot/config.js";
+import { writeMcpServersFile } from "./boot/mcp-servers.js";
 import { parseAppEnv } from "./boot/env.js";
 import { findFile } from "./boot/files.js";
 import type { InstanceLock } from "./boot/instance-lock.js";
@@ -95,6 +96,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   }
   const config = loadConfig(paths.configPath);
   const internalSecret = resolveInternalSecret({ env, file: paths.secretFile, create: true });
+  await writeMcpServersFile(paths.secretFile, config);
   // Meanwhile: the model's client and a connection to its host.
   const model = await wireModel({ config, configPath: paths.configPath, logger });
   phases.end("config");

@@ -20,3 +20,4 @@ export * from "./contracts/plugin-runner.js";
 export * from "./contracts/coder.js";
 export * from "./contracts/python-runner.js";
 export * from "./contracts/signal-bridge.js";
+export * from "./contracts/mcp.js";

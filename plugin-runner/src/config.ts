@@ -1,6 +1,6 @@
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { z } from "zod";
-import { SYSTEM_TOOL_PATH } from "@stavrobot/common";
+import { MCP_SERVERS_FILE, SYSTEM_TOOL_PATH } from "@stavrobot/common";
 
 /** The PATH tools see when none is given: system directories only. */
 export const DEFAULT_TOOL_PATH = SYSTEM_TOOL_PATH;
@@ -21,6 +21,9 @@ export const hostEnvSchema = z.object({
   SSL_CERT_FILE: z.string().min(1).optional(),
   REQUESTS_CA_BUNDLE: z.string().min(1).optional(),
   HOME: z.string().min(1).optional(),
+  /** The owner's MCP servers as the app writes them; default `mcp-servers.json` beside the internal secret. */
+  MCP_SERVERS_FILE: z.string().min(1).optional(),
+  STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).optional(),
 });
 
 export type HostEnv = z.infer<typeof hostEnvSchema>;
@@ -38,6 +41,7 @@ export interface HostConfig {
   appInternalUrl: string;
   home?: string;
   toolEnv: ToolEnvConfig;
+  mcpServersFile?: string;
 }
 
 /** What the runner may put into a tool's environment besides the per-plugin directories. */
@@ -62,6 +66,13 @@ export function hostConfig(e: HostEnv): Readonly<HostConfig> {
     allowWithoutNetworkCut: e.PLUGIN_ALLOW_WITHOUT_NETWORK_CUT === "1",
     appInternalUrl: e.APP_INTERNAL_URL,
     home: e.HOME,
+    ...(e.MCP_SERVERS_FILE || e.STAVROBOT_INTERNAL_SECRET_FILE
+      ? {
+          mcpServersFile: e.MCP_SERVERS_FILE
+            ? resolve(e.MCP_SERVERS_FILE)
+            : join(dirname(resolve(e.STAVROBOT_INTERNAL_SECRET_FILE as string)), MCP_SERVERS_FILE),
+        }
+      : {}),
     toolEnv: Object.freeze({
       path: e.PLUGIN_TOOL_PATH,
       uvPythonInstallDir: e.UV_PYTHON_INSTALL_DIR,

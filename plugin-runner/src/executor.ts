@@ -89,6 +89,11 @@ export class Executor {
     this.toolPath = deps.toolEnv.path;
   }
 
+  /** Whether processes run in namespaces (their own root of mounts) rather than on the machine's paths. */
+  get namespaces(): boolean {
+    return this.deps.sandbox.mode === "namespaces";
+  }
+
   get limits(): Limits {
     return this.deps.limits;
   }

@@ -20,6 +20,8 @@ import { stavrobotFormat } from "./formats/stavrobot.js";
 import { cyclopOneFormat } from "./formats/cyclopone.js";
 import { workbenchFormat } from "./formats/workbench.js";
 import { WorkbenchHosts } from "./formats/workbench-hosts.js";
+import { mcpFormat } from "./formats/mcp.js";
+import { McpServers } from "./mcp/servers.js";
 import { InstallJobs } from "./install-jobs.js";
 import { Lifecycle } from "./lifecycle.js";
 import { PermissionStore } from "./permissions.js";
@@ -65,6 +67,8 @@ export interface PluginHostOptions {
   allowWithoutNetworkCut?: boolean;
   /** Cache parsed manifests (default); false only to measure what the cache saves. */
   cacheManifests?: boolean;
+  /** The owner's MCP server declarations, as the app writes them from config.toml (absent: none). */
+  mcpServersFile?: string;
   outboxBaseDelayMs?: number;
   outboxMaxDelayMs?: number;
   gitTimeoutMs?: number;
@@ -78,6 +82,8 @@ export interface PluginHost {
   readonly deps: ServerDeps;
   /** The Workbench plugins' kept processes. */
   readonly workbench: WorkbenchHosts;
+  /** The owner's MCP servers. */
+  readonly mcp: McpServers;
   /** Picks up plugins put into the plugins directory by hand. */
   readonly watcher: PluginWatcher;
   readonly outbox: Outbox;
@@ -143,16 +149,27 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
   // The store is made after the formats; a Workbench plugin whose tools changed by themselves is reread.
   let changed: (plugin: string) => void = () => {};
   const workbenchHosts = new WorkbenchHosts(executor, logger.child("workbench"), (plugin) => changed(plugin));
+  const mcp = new McpServers({
+    ...(options.mcpServersFile ? { file: options.mcpServersFile } : {}),
+    executor,
+    network,
+    isolation,
+    dataDir,
+    logger: logger.child("mcp"),
+    changed: (plugin) => changed(plugin),
+  });
   const formats = new Formats([
     stavrobotFormat(executor),
     cyclopOneFormat(executor),
     workbenchFormat(workbenchHosts),
+    mcpFormat(mcp),
   ]);
   const plugins = new PluginStore(
     options.pluginsDir,
     logger.child("plugins"),
     formats,
     options.cacheManifests ?? true,
+    mcp,
   );
   changed = (plugin) => plugins.invalidate(plugin);
   const gitEnv: Record<string, string> = {
@@ -217,12 +234,14 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     sources,
     approvals,
     network,
+    mcp,
     sandbox: sandbox.status,
   };
 
   return {
     deps,
     workbench: workbenchHosts,
+    mcp,
     watcher,
     outbox,
     background,
@@ -274,6 +293,8 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
       watcher.start(adopted);
       await watcher.scan();
       await outbox.start();
+      // Started now, in the background: see the README ("MCP servers").
+      await mcp.start();
       const interrupted = await running.recover(outbox);
       if (interrupted.length > 0)
         logger.warn("background runs were cut off by a restart", { plugins: interrupted });

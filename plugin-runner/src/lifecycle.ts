@@ -40,7 +40,8 @@ import type { PluginStore } from "./plugins.js";
 import type { Formats } from "./formats/index.js";
 import { FORMAT_LABELS } from "./formats/index.js";
 import { runStavrobotInit } from "./formats/stavrobot-run.js";
-import type { Plugin } from "./plugins.js";
+import { toolClashes, type Plugin } from "./plugins.js";
+import { mcpServerRefusal } from "./mcp/servers.js";
 import { truncateInstructions } from "./present.js";
 import type { RunningRecords } from "./running.js";
 import type { Isolation } from "./users.js";
@@ -86,6 +87,7 @@ export class Lifecycle {
       let installed: string | undefined;
       try {
         const name = fetched.plugin.name;
+        await this.refuseMcpServer(name);
         if (await pathExists(join(pluginsDir, name)))
           throw new DomainError("conflict", `Plugin "${name}" is already installed.`);
         await rename(fetched.root, join(pluginsDir, name));
@@ -103,6 +105,7 @@ export class Lifecycle {
 
   update(name: string): Promise<InstallResponse> {
     return this.lock.run(async () => {
+      await this.refuseMcpServer(name);
       const dir = await this.existingDir(name);
       const source = this.deps.sources.get(name);
       if (source) return this.updateFolder(name, dir, source);
@@ -183,6 +186,7 @@ export class Lifecycle {
 
   remove(name: string): Promise<{ message: string }> {
     return this.lock.run(async () => {
+      await this.refuseMcpServer(name);
       await this.existingDir(name);
       await this.purge(name);
       return { message: `Plugin "${name}" removed.` };
@@ -191,6 +195,7 @@ export class Lifecycle {
 
   create(name: string, description: string): Promise<{ message: string }> {
     return this.lock.run(async () => {
+      await this.refuseMcpServer(name);
       const dir = join(this.deps.pluginsDir, name);
       if (await pathExists(dir)) throw new DomainError("conflict", `Plugin "${name}" already exists.`);
       await mkdir(dir, { mode: 0o700 });
@@ -232,6 +237,12 @@ export class Lifecycle {
         }
         newPermissions = parsed.data;
       }
+      if (plugin.format === "mcp") {
+        // Only the owner's permissions: the server's settings are config.toml's.
+        if (Object.keys(update).length > 0 || !newPermissions) throw mcpServerRefusal(name);
+        await permissions.set(name, newPermissions);
+        return { message: `Configuration of plugin "${name}" updated: permissions.`, warnings: [] };
+      }
       if (requested === undefined && Object.keys(update).length === 0 && !plugin.config) {
         throw new DomainError("invalid", "Plugin does not accept configuration.");
       }
@@ -252,6 +263,11 @@ export class Lifecycle {
         warnings: missing.map((entry) => `Missing required config key: ${entry.key} (${entry.description})`),
       };
     });
+  }
+
+  /** An MCP server is the owner's, in config.toml: no install, update, removal or creation touches its name. */
+  private async refuseMcpServer(name: string): Promise<void> {
+    if (await this.deps.plugins.isMcpServer(name)) throw mcpServerRefusal(name);
   }
 
   /** `adopt`, one operation at a time with the others (a plugin put in by hand while the runner runs). */
@@ -317,7 +333,7 @@ export class Lifecycle {
     const instructions = truncateInstructions(plugin.instructions);
     const config = configStatus(plugin, values);
     const lines = [`Plugin "${name}" ${verb}.`, `Its format is ${FORMAT_LABELS[plugin.format]}.`];
-    const clashes = await this.toolClashes(plugin);
+    const clashes = await toolClashes(this.deps.plugins, plugin);
     const waiting = this.deps.approvals.waiting(plugin);
     if (waiting.length > 0) {
       lines.push(
@@ -347,25 +363,6 @@ export class Lifecycle {
       format: plugin.format,
       message: lines.join(" "),
     };
-  }
-
-  /**
-   * Tool names another plugin offers too. Tools are always called through their plugin's name, so
-   * neither hides the other; the owner and the model are told, never left to find out.
-   */
-  private async toolClashes(plugin: Plugin): Promise<string[]> {
-    const clashes: string[] = [];
-    for (const other of await this.deps.plugins.list()) {
-      if (other.name === plugin.name) continue;
-      for (const tool of plugin.tools) {
-        if (other.tools.some((candidate) => candidate.name === tool.name)) {
-          clashes.push(
-            `Tool "${tool.name}" is also offered by plugin "${other.name}": each is run through its own plugin's name.`,
-          );
-        }
-      }
-    }
-    return clashes;
   }
 
   private async existingDir(name: string): Promise<string> {

@@ -39,7 +39,7 @@ export class NetworkPolicy {
   }
 
   /** Why the plugin cannot run here, or undefined when it can. */
-  refusal(plugin: Plugin): string | undefined {
+  refusal(plugin: Pick<Plugin, "name" | "network">): string | undefined {
     if (this.allows(plugin) || this.enforced || this.allowWithoutCut) return undefined;
     return (
       `Plugin "${plugin.name}" must run without network, and this machine's sandbox cannot remove the network ` +

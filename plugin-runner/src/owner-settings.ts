@@ -56,5 +56,6 @@ export function pluginFacts(plugin: Plugin, approvals: ApprovalStore, network: N
     network: network.allows(plugin),
     networkAllowed: plugin.network,
     ...(plugin.needsApproval ? { waitingApproval: waiting } : {}),
+    ...(plugin.server ? { server: plugin.server } : {}),
   };
 }

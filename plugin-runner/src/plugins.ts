@@ -1,9 +1,10 @@
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { PLUGIN_NAME_PATTERN } from "@stavrobot/common";
-import type { Logger, ToolParameter } from "@stavrobot/common";
+import type { Logger, McpServerStatus, ToolParameter } from "@stavrobot/common";
 import type { FormatId, Formats, JsonSchema } from "./formats/index.js";
 import type { ConfigEntry } from "./manifest.js";
+import type { McpServers } from "./mcp/servers.js";
 
 /** More tools than this in one plugin are left out (with a warning): no assistant needs them. */
 export const MAX_TOOLS_PER_PLUGIN = 256;
@@ -44,6 +45,8 @@ export interface Plugin {
   network: boolean;
   /** Whether its tools wait for the owner's approval (per version) before they run. */
   needsApproval: boolean;
+  /** An MCP server's transport and state when it was read. */
+  server?: McpServerStatus;
 }
 
 /**
@@ -63,23 +66,38 @@ export class PluginStore {
     private readonly formats: Formats,
     /** False rereads every manifest on every use (the bench's baseline). */
     private readonly caching = true,
+    /** The owner's MCP servers: plugins too, and a directory of the same name is hidden by one. */
+    private readonly mcp?: McpServers,
   ) {}
 
-  /** Every valid plugin, sorted by name. */
+  /** Every valid plugin, sorted by name (MCP servers as they are now: a listing waits for none). */
   async list(): Promise<Plugin[]> {
     const entries = await readdir(this.pluginsDir, { withFileTypes: true }).catch(() => []);
     const plugins: Plugin[] = [];
+    const servers = (await this.mcp?.all()) ?? [];
+    for (const server of servers) plugins.push(await (this.mcp as McpServers).plugin(server, false));
     for (const entry of entries) {
       if (!entry.isDirectory() || !PLUGIN_NAME_PATTERN.test(entry.name)) continue;
+      if (this.mcp?.has(entry.name)) {
+        this.reportOnce(`plugin "${entry.name}" skipped: the owner declared an MCP server of that name`);
+        continue;
+      }
       const plugin = await this.get(entry.name);
       if (plugin) plugins.push(plugin);
     }
     return plugins.sort((a, b) => a.name.localeCompare(b.name));
   }
 
+  /** Whether `name` is one of the owner's MCP servers (which nothing but config.toml changes). */
+  async isMcpServer(name: string): Promise<boolean> {
+    return (await this.mcp?.get(name)) !== undefined;
+  }
+
   /** The named plugin, or undefined when it does not exist or is invalid. */
   async get(name: string): Promise<Plugin | undefined> {
     if (!PLUGIN_NAME_PATTERN.test(name)) return undefined;
+    const server = await this.mcp?.get(name);
+    if (server) return (this.mcp as McpServers).plugin(server, true);
     const dir = join(this.pluginsDir, name);
     const cached = this.caching ? this.cache.get(name) : undefined;
     if (cached && (await stillFresh(cached.stamp))) return cached.plugin;
@@ -147,4 +165,23 @@ export function describeTools(tools: readonly ToolDef[]): string {
   });
   if (tools.length > 20) shown.push(`and ${tools.length - 20} more`);
   return shown.join(", ");
+}
+
+/**
+ * Tool names another plugin offers too. Tools are always called through their plugin's name, so
+ * neither hides the other; the owner and the model are told, never left to find out.
+ */
+export async function toolClashes(plugins: PluginStore, plugin: Plugin): Promise<string[]> {
+  const clashes: string[] = [];
+  for (const other of await plugins.list()) {
+    if (other.name === plugin.name) continue;
+    for (const tool of plugin.tools) {
+      if (other.tools.some((candidate) => candidate.name === tool.name)) {
+        clashes.push(
+          `Tool "${tool.name}" is also offered by plugin "${other.name}": each is run through its own plugin's name.`,
+        );
+      }
+    }
+  }
+  return clashes;
 }

@@ -25,6 +25,7 @@ import type { SourceStore } from "./sources.js";
 import type { ApprovalStore } from "./approvals.js";
 import type { Formats } from "./formats/index.js";
 import type { NetworkPolicy } from "./network.js";
+import type { McpServers } from "./mcp/servers.js";
 import { OwnerSettings, pluginFacts } from "./owner-settings.js";
 import { pluginDetail } from "./present.js";
 import type { ToolService } from "./tool-service.js";
@@ -46,6 +47,8 @@ export interface ServerDeps {
   sources: SourceStore;
   approvals: ApprovalStore;
   network: NetworkPolicy;
+  /** The owner's MCP servers (GET /health names those that keep failing). */
+  mcp?: McpServers;
   /** How tool processes are isolated here (reported by `GET /health`). */
   sandbox: SandboxStatus;
   bodyLimitBytes?: number;
@@ -60,11 +63,16 @@ export function buildServer(deps: ServerDeps): RequestListener {
   );
 }
 
-/** `GET /health` beyond `status`: the sandbox, and whether plugins' network can be taken away. */
-export function healthOf(deps: Pick<ServerDeps, "sandbox" | "network">) {
+/**
+ * `GET /health` beyond `status`: the sandbox, whether plugins' network can be taken away, and the
+ * MCP servers that keep failing (each with its last error, secrets removed).
+ */
+export function healthOf(deps: Pick<ServerDeps, "sandbox" | "network" | "mcp">) {
+  const failing = deps.mcp?.failing() ?? [];
   return {
     sandbox: deps.sandbox,
     network: { enforced: deps.network.enforced, allowWithoutCut: deps.network.allowWithoutCut },
+    ...(failing.length > 0 ? { mcpServersFailing: failing } : {}),
   };
 }
 

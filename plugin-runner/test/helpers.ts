@@ -58,6 +58,8 @@ export interface TestPluginHostOptions {
   logger?: Logger;
   /** The owner's `[plugins] allowWithoutNetworkCut`. */
   allowWithoutNetworkCut?: boolean;
+  /** The MCP server declarations file (as the app writes it). */
+  mcpServersFile?: string;
 }
 
 /** The plugin-runner's real domain and routes (its `buildServer`) on a loopback port, with short timings. */
@@ -75,6 +77,7 @@ export async function startPluginHost(options: TestPluginHostOptions = {}): Prom
     ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
     ...(options.toolPath ? { toolEnv: { path: options.toolPath } } : {}),
     ...(options.allowWithoutNetworkCut ? { allowWithoutNetworkCut: true } : {}),
+    ...(options.mcpServersFile ? { mcpServersFile: options.mcpServersFile } : {}),
     home: process.env.HOME,
     appInternalUrl: options.appUrl ?? "http://127.0.0.1:9",
     secret: SECRET,

@@ -357,7 +357,7 @@ describe("config.example.toml documents every key", () => {
     const text = readFileSync(EXAMPLE_PATH, "utf8")
       .split("\n")
       .map((line) =>
-        /^#\s?(\[[A-Za-z]+\]|[A-Za-z]\w*\s*=.*)$/.test(line) ? line.replace(/^#\s?/, "") : line,
+        /^#\s?(\[[A-Za-z.]+\]|[A-Za-z]\w*\s*=.*)$/.test(line) ? line.replace(/^#\s?/, "") : line,
       )
       .join("\n");
     return parseTomlConfig(text, z.record(z.string(), z.unknown()), EXAMPLE_PATH);

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import { z } from "zod";
-import { ConfigError, loadTomlConfig } from "@stavrobot/common";
+import { ConfigError, loadTomlConfig, mcpServersSchema } from "@stavrobot/common";
 
 const thinkingLevels = ["off", "minimal", "low", "medium", "high", "xhigh"] as const;
 const apiKinds = ["anthropic-messages", "openai-completions"] as const;
@@ -108,6 +108,8 @@ export const configSchema = z
       .optional(),
     /** Read by the launcher for the plugin-runner (see config.example.toml). */
     plugins: z.strictObject({ allowWithoutNetworkCut: z.boolean().default(false) }).optional(),
+    /** The owner's MCP servers, handed to the plugin-runner (see boot/mcp-servers.ts). */
+    mcpServers: mcpServersSchema.optional(),
   })
   .superRefine((config, ctx) => {
     if (config.apiKey && config.authFile) {

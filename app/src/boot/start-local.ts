@@ -18,6 +18,7 @@ import { startSibling, type Sibling } from "../local/sibling.js";
 import { toolPathFor } from "../local/tool-path.js";
 import { exitForRefusal, main } from "./run.js";
 import { resolvePaths } from "./paths.js";
+import { writeMcpServersFile } from "./mcp-servers.js";
 import { acquireInstanceLock } from "./instance-lock.js";
 import type { OwnSiblings } from "../local/own-sibling.js";
 import { refusePortsInUse, type PortClaim } from "../local/ports.js";
@@ -107,6 +108,9 @@ const portInUse = () => void stopStart();
 const { rootDir, codeDir } = APP_LAYOUT;
 const entry = (service: string) => join(rootDir, service, codeDir, codeDir === "src" ? "main.ts" : "main.js");
 const pluginsDir = join(paths.dataDir, "plugins");
+
+// The plugin-runner finds the owner's MCP servers from its first moment (the app writes them again).
+if (config) await writeMcpServersFile(paths.secretFile, config);
 
 const siblings: Sibling[] = [
   startSibling(

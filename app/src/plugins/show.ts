@@ -4,6 +4,7 @@ const FORMAT_LABELS: Record<string, string> = {
   stavrobot: "Stavrobot",
   cyclopone: "Cyclop One",
   workbench: "Workbench",
+  mcp: "MCP server",
 };
 
 /**

@@ -1,7 +1,7 @@
 import { lstat, readFile, realpath } from "node:fs/promises";
 import { basename, isAbsolute, relative, resolve } from "node:path";
-import type { AgentTool } from "@mariozechner/pi-agent-core";
-import { Type } from "@mariozechner/pi-ai";
+import type { AgentTool, AgentToolResult } from "@mariozechner/pi-agent-core";
+import { Type, type ImageContent } from "@mariozechner/pi-ai";
 import {
   PLUGIN_FILES_LIMIT_BYTES,
   PLUGIN_NAME_PATTERN,
@@ -9,7 +9,7 @@ import {
   errorBodyText,
   runToolResponseSchema,
 } from "@stavrobot/common";
-import type { ServiceClient, ToolSummary, TransportedFile } from "@stavrobot/common";
+import type { Attachment, ServiceClient, ToolSummary, TransportedFile } from "@stavrobot/common";
 import { PluginDetailCache } from "../plugins/detail-cache.js";
 import { describePluginRun } from "../plugins/result.js";
 import { visibleDetail } from "../plugins/visible.js";
@@ -99,9 +99,33 @@ export function createRunPluginTool(deps: {
         filesDir: deps.filesDir,
       });
       if (!run.ok) throw new ToolError(run.text);
-      return textResult(run.text);
+      return withImages(textResult(run.text), run.files);
     },
   };
+}
+
+/** Images the model can look at: the common web formats, each at most this large. */
+const SEEN_IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+const SEEN_IMAGE_LIMIT_BYTES = 5 * 1024 * 1024;
+
+/**
+ * The result with the images among the returned files attached, so the model sees them (an MCP
+ * server's image content, a chart a plugin drew); they stay saved and listed like every file.
+ */
+async function withImages(
+  result: AgentToolResult<unknown>,
+  files: Attachment[],
+): Promise<AgentToolResult<unknown>> {
+  const images: ImageContent[] = [];
+  for (const file of files) {
+    if (!SEEN_IMAGE_TYPES.has(file.mimeType) || file.size > SEEN_IMAGE_LIMIT_BYTES) continue;
+    images.push({
+      type: "image",
+      mimeType: file.mimeType,
+      data: (await readFile(file.storedPath)).toString("base64"),
+    });
+  }
+  return images.length > 0 ? { ...result, content: [...result.content, ...images] } : result;
 }
 
 function parseParameters(text: string | undefined): Record<string, unknown> {

@@ -66,7 +66,16 @@ export async function collectStatus(deps: StatusDeps): Promise<AppStatus> {
 async function health(name: string, client: ServiceClient): Promise<SiblingHealth> {
   try {
     const { data } = await client.request("GET", "/health", { timeoutMs: HEALTH_TIMEOUT_MS, retries: 0 });
-    const body = data as { sandbox?: { mode?: unknown; users?: unknown }; signalCli?: unknown } | undefined;
+    const body = data as
+      | {
+          sandbox?: { mode?: unknown; users?: unknown };
+          signalCli?: unknown;
+          mcpServersFailing?: { name?: unknown }[];
+        }
+      | undefined;
+    const failing = Array.isArray(body?.mcpServersFailing)
+      ? body.mcpServersFailing.map((server) => String(server?.name))
+      : [];
     const details = [
       typeof body?.sandbox?.mode === "string"
         ? `sandbox: ${body.sandbox.mode}${body.sandbox.users === true ? ", per-plugin users" : ""}`
@@ -74,6 +83,7 @@ async function health(name: string, client: ServiceClient): Promise<SiblingHealt
       typeof body?.signalCli === "string" && body.signalCli !== "running"
         ? `signal-cli: ${body.signalCli}`
         : undefined,
+      failing.length > 0 ? `MCP servers failing: ${failing.join(", ")} (see the Plugins page)` : undefined,
     ].filter((detail) => detail !== undefined);
     return { name, ok: true, ...(details.length > 0 ? { detail: details.join("; ") } : {}), body: data };
   } catch (error) {

@@ -52,7 +52,18 @@ export const configKeyStatusSchema = z.object({
 });
 
 /** The plugin formats the runner hosts (a plugin's `format`; absent from older runners: Stavrobot). */
-export const PLUGIN_FORMATS = ["stavrobot", "cyclopone", "workbench"] as const;
+export const PLUGIN_FORMATS = ["stavrobot", "cyclopone", "workbench", "mcp"] as const;
+
+/** How an MCP server is doing, as the owner's Plugins page and the runner's health show it. */
+export const mcpServerStatusSchema = z.object({
+  transport: z.enum(["stdio", "streamable-http", "sse"]),
+  state: z.enum(["starting", "running", "restarting", "failed", "disabled"]),
+  /** The last failure (start, crash, refused), secrets removed. */
+  lastError: z.string().optional(),
+  /** Failures in a row since it last ran well. */
+  failures: z.number().int().min(0),
+});
+export type McpServerStatus = z.infer<typeof mcpServerStatusSchema>;
 
 export const pluginSummarySchema = z.object({
   name: z.string(),
@@ -70,6 +81,8 @@ export const pluginSummarySchema = z.object({
   networkAllowed: z.boolean().optional(),
   /** Tools waiting for the owner's approval of this version (formats that ask for approval). */
   waitingApproval: z.array(z.string()).optional(),
+  /** An MCP server's transport and state (format "mcp"). */
+  server: mcpServerStatusSchema.optional(),
 });
 export type PluginSummary = z.infer<typeof pluginSummarySchema>;
 

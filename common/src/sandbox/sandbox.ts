@@ -11,7 +11,7 @@ import { LongLivedProcess } from "./long-lived.js";
 import { unshareArgs } from "./unshare.js";
 
 export type { Mount } from "./mounts.js";
-export { SYSTEM_TOOL_PATH, runtimeMounts, which } from "./mounts.js";
+export { SYSTEM_TOOL_PATH, isSystemPath, runtimeMounts, which } from "./mounts.js";
 
 /**
  * The one way any service starts an untrusted process (a plugin tool, a Python script, the coding

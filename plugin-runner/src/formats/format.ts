@@ -13,9 +13,9 @@ import type { ValidatedParams } from "../validate.js";
  * that keep a process (Workbench here; MCP servers and Osaurus libraries next) start it through the
  * sandbox's long-lived processes, learn their tools from it, and end it in `stop`.
  */
-export type FormatId = "stavrobot" | "cyclopone" | "workbench";
+export type FormatId = "stavrobot" | "cyclopone" | "workbench" | "mcp";
 
-/** The formats in the order a directory is tried (the first whose marker file is there wins). */
+/** The directory formats in the order a directory is tried (the first whose marker file is there wins). */
 export const FORMAT_IDS: readonly FormatId[] = ["stavrobot", "cyclopone", "workbench"];
 
 /** How the owner and the model see each format's name. */
@@ -23,6 +23,7 @@ export const FORMAT_LABELS: Readonly<Record<FormatId, string>> = {
   stavrobot: "Stavrobot",
   cyclopone: "Cyclop One",
   workbench: "Workbench",
+  mcp: "MCP server",
 };
 
 /** A JSON Schema object as a plugin declared it (kept as given, checked with a validator). */

@@ -1,5 +1,5 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { silentLogger } from "@stavrobot/common";
 import { startFakeAnthropic, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../../../src/app.js";
@@ -47,6 +47,8 @@ export async function startAdminFixture(extraConfig = ""): Promise<AdminFixture>
   const runner = await startPluginHost({
     appUrl: `http://127.0.0.1:${internalPort}`,
     limits: { syncTimeoutMs: 30_000 },
+    // Where the app writes the owner's MCP servers (beside its secret, beside config.toml here).
+    mcpServersFile: join(dirname(env.env.CONFIG_PATH as string), "mcp-servers.json"),
   });
   const app = await startApp({
     env: {

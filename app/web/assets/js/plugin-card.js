@@ -4,7 +4,7 @@ import { api, postJson } from "./lib/api.js";
 import { busy, el, fill } from "./lib/dom.js";
 import { renderPermissions, describePermissions } from "./plugin-permissions.js";
 import { renderConfig } from "./plugin-config.js";
-import { renderTrust, trustBadges } from "./plugin-trust.js";
+import { renderServer, renderTrust, trustBadges } from "./plugin-trust.js";
 
 const pluginPath = (name) => `/api/settings/plugins/${encodeURIComponent(name)}`;
 
@@ -53,6 +53,19 @@ async function fillBody(body, plugin, context) {
     api(`${pluginPath(plugin.name)}/detail`),
     api(`${pluginPath(plugin.name)}/config`),
   ]);
+  if (plugin.server) {
+    // An MCP server: config.toml holds its settings; here are its state, tools and permissions.
+    fill(
+      body,
+      el("h3", { text: "Server" }),
+      renderServer(detail.server ? detail : plugin),
+      el("h3", { text: "Network" }),
+      renderTrust(plugin, context),
+      el("h3", { text: "Tools" }),
+      renderPermissions(plugin.name, detail.tools, config.permissions, context),
+    );
+    return;
+  }
   fill(
     body,
     detail.instructions

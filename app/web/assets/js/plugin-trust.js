@@ -4,7 +4,12 @@
 import { postJson } from "./lib/api.js";
 import { busy, el } from "./lib/dom.js";
 
-const FORMATS = { stavrobot: "Stavrobot", cyclopone: "Cyclop One", workbench: "Workbench" };
+const FORMATS = {
+  stavrobot: "Stavrobot",
+  cyclopone: "Cyclop One",
+  workbench: "Workbench",
+  mcp: "MCP server",
+};
 
 export function formatLabel(format) {
   return FORMATS[format ?? "stavrobot"] ?? String(format);
@@ -25,7 +30,29 @@ export function trustBadges(plugin) {
     plugin.network === false
       ? el("span", { class: "badge", "data-no-network": "", text: "no network" })
       : null,
+    plugin.server
+      ? el("span", {
+          class: plugin.server.state === "running" ? "badge" : "badge bad",
+          "data-server-state": plugin.server.state,
+          text: plugin.server.state,
+        })
+      : null,
   ];
+}
+
+/** An MCP server's transport, state and last error (its declaration lives in config.toml). */
+export function renderServer(plugin) {
+  const server = plugin.server;
+  return el(
+    "div",
+    { "data-server": "" },
+    el("p", {
+      text:
+        `Declared in config.toml ([mcpServers.${plugin.name}]), over ${server.transport}: ${server.state}` +
+        (server.failures > 0 ? ` after ${server.failures} failure(s) in a row.` : "."),
+    }),
+    server.lastError ? el("pre", { class: "error", "data-last-error": "", text: server.lastError }) : null,
+  );
 }
 
 export function renderTrust(plugin, { status, onChange }) {
@@ -81,7 +108,11 @@ export function renderTrust(plugin, { status, onChange }) {
         ? asks.length > 0
           ? `It asks for: ${asks.join(", ")}.`
           : "It asks for no permissions."
-        : "Its format declares no permissions.",
+        : plugin.format === "mcp"
+          ? plugin.networkAllowed
+            ? "config.toml lets it have network."
+            : "config.toml says network = false."
+          : "Its format declares no permissions.",
     ),
     ...approval,
     el("label", { class: "check" }, box, "Network (it reaches what this machine reaches, loopback included)"),

@@ -1,0 +1,25 @@
+import type { McpServers } from "../mcp/servers.js";
+import type { PluginFormat } from "./format.js";
+
+/**
+ * MCP servers as a plugin format. They are not directories: the owner declares them in
+ * config.toml and `McpServers` keeps them (see mcp/), so this format recognises no directory and
+ * only runs tools and stops servers. A tool runs within the server's own `timeoutSeconds`.
+ */
+export function mcpFormat(servers: McpServers): PluginFormat {
+  return {
+    id: "mcp",
+    recognise: async () => false,
+    load: async () => {
+      throw new Error("MCP servers are declared by the owner in config.toml, not installed");
+    },
+    run: async (plugin, tool, params) => {
+      const server = await servers.get(plugin.name);
+      if (!server) return { success: false, error: `MCP server "${plugin.name}" is no longer declared.` };
+      return server.call(tool.name, params.values, server.timeoutMs);
+    },
+    // The owner switched its network: it starts again with the new setting.
+    stop: (plugin) => servers.restart(plugin),
+    stopAll: () => servers.stopAll(),
+  };
+}

@@ -1,0 +1,343 @@
+import { join } from "node:path";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import { KeptProcess, errorMessage } from "@stavrobot/common";
+import type { Logger, McpServerDeclaration, McpServerStatus, ProcessExit } from "@stavrobot/common";
+import type { Executor } from "../executor.js";
+import type { NetworkPolicy } from "../network.js";
+import type { RunOutcome } from "../chat-messages.js";
+import { connectRemote, namedPathMounts, newClient } from "./connect.js";
+import { Redactor } from "./redact.js";
+import { callOutcome } from "./result.js";
+import { ProcessTransport } from "./transport.js";
+
+export interface McpServerDeps {
+  executor: Executor;
+  network: NetworkPolicy;
+  /** Per-server state directories (each server's HOME) live here: `<dataDir>/<name>`. */
+  dataDir: string;
+  logger: Logger;
+  /** Told when the server's tools changed (listed again after a start or a list_changed). */
+  changed(name: string): void;
+}
+
+/** How long a server has after a cancellation to show it still answers (a ping) before it is restarted. */
+const CANCEL_GRACE_MS = 2_000;
+/** A server that ran this long without failing counts as well again. */
+const HEALTHY_AFTER_MS = 30_000;
+const RETRY_BASE_MS = 1_000;
+const RETRY_MAX_MS = 60_000;
+
+/**
+ * One MCP server the owner declared. A stdio server is a kept process in the plugin sandbox, as its
+ * own user, HOME its own state directory, the paths its command line names readable, no network
+ * when it must have none; it is restarted with a growing delay when it crashes or fails to start.
+ * A remote server is a client over Streamable HTTP (or HTTP+SSE), connected again after a failure.
+ * Every text that leaves (logs, errors, results) has the declaration's secret values removed.
+ */
+export class McpServer {
+  readonly redact: Redactor;
+  private readonly logger: Logger;
+  private kept: KeptProcess<Client> | undefined;
+  private remote: { client: Client; transport: "streamable-http" | "sse" } | undefined;
+  private connecting: Promise<Client> | undefined;
+  private stopped = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private healthyTimer: NodeJS.Timeout | undefined;
+  tools: Tool[] = [];
+  instructions: string | undefined;
+  serverTitle: string | undefined;
+  status: McpServerStatus;
+
+  constructor(
+    readonly name: string,
+    readonly declaration: McpServerDeclaration,
+    private readonly deps: McpServerDeps,
+  ) {
+    this.redact = new Redactor([...Object.values(declaration.env), ...Object.values(declaration.headers)]);
+    this.logger = this.redact.logger(deps.logger);
+    this.status = {
+      transport: declaration.command ? "stdio" : "streamable-http",
+      state: declaration.enabled ? "starting" : "disabled",
+      failures: 0,
+    };
+  }
+
+  get dir(): string {
+    return join(this.deps.dataDir, this.name);
+  }
+
+  /** The plugin view the executor and the network policy take. */
+  get pluginView() {
+    return { name: this.name, dir: this.dir, network: this.declaration.network };
+  }
+
+  get timeoutMs(): number {
+    return this.declaration.timeoutSeconds * 1000;
+  }
+
+  /** Starts it now, in the background (the runner starts every enabled server when it starts). */
+  startSoon(): void {
+    if (!this.declaration.enabled) return;
+    this.client().catch(() => {});
+  }
+
+  /** The connected client, starting (or restarting) the server first when needed. */
+  async client(): Promise<Client> {
+    if (this.stopped) throw new Error(`MCP server "${this.name}" is stopped`);
+    if (!this.declaration.enabled) throw new Error(`MCP server "${this.name}" is disabled in config.toml`);
+    clearTimeout(this.retryTimer);
+    try {
+      if (this.declaration.command) {
+        this.kept ??= this.keptProcess();
+        return await this.kept.session();
+      }
+      if (this.remote) return this.remote.client;
+      this.connecting ??= this.connectRemote()
+        .catch((error: unknown) => {
+          this.failed(error);
+          throw error;
+        })
+        .finally(() => (this.connecting = undefined));
+      return await this.connecting;
+    } catch (error) {
+      throw new Error(this.redact.text(errorMessage(error)), { cause: error });
+    }
+  }
+
+  /** Runs one tool; every failure is an outcome the model reads, never an exception. */
+  async call(tool: string, args: Record<string, unknown>, timeoutMs: number): Promise<RunOutcome> {
+    let client: Client;
+    try {
+      client = await this.client();
+    } catch (error) {
+      return {
+        success: false,
+        error: `MCP server "${this.name}" could not be started: ${errorMessage(error)}`,
+      };
+    }
+    const seconds = Math.round(timeoutMs / 100) / 10;
+    try {
+      const result = await client.callTool({ name: tool, arguments: args }, undefined, {
+        timeout: timeoutMs,
+        onprogress: (progress) =>
+          // The app has no channel for progress yet: it is logged for the owner.
+          this.logger.info("MCP tool progress", {
+            server: this.name,
+            tool,
+            progress: progress.progress,
+            ...(progress.total !== undefined ? { total: progress.total } : {}),
+            ...(progress.message !== undefined ? { message: progress.message } : {}),
+          }),
+      });
+      this.status.failures = 0;
+      return callOutcome(tool, result as Record<string, unknown>, this.redact);
+    } catch (error) {
+      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+        // The SDK sent notifications/cancelled; a server that does not answer a ping now is hung.
+        const alive = await client.ping({ timeout: CANCEL_GRACE_MS }).then(
+          () => true,
+          () => false,
+        );
+        if (!alive) this.restart("it did not answer after a call was cancelled");
+        return {
+          success: false,
+          error:
+            `Tool "${tool}" of MCP server "${this.name}" did not answer within ${seconds} s and was cancelled` +
+            (alive ? "." : "; the server did not answer after that and is being restarted."),
+        };
+      }
+      if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) {
+        return {
+          success: false,
+          error:
+            `MCP server "${this.name}" ended while the tool ran; it is being restarted. ${this.status.lastError ?? ""}`.trim(),
+        };
+      }
+      return { success: false, error: this.redact.text(`MCP server "${this.name}": ${errorMessage(error)}`) };
+    }
+  }
+
+  /** Stops it for good (the runner stops). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    clearTimeout(this.healthyTimer);
+    await this.kept?.stop(1_000);
+    await this.remote?.client.close().catch(() => {});
+    this.remote = undefined;
+  }
+
+  /** Ends the running process (or connection); it is started again with a delay, or on the next use. */
+  restart(reason: string): void {
+    this.logger.warn("restarting an MCP server", { server: this.name, reason });
+    if (this.kept) this.kept.kill();
+    else if (this.remote) {
+      void this.remote.client.close().catch(() => {});
+      this.remote = undefined;
+    }
+  }
+
+  private keptProcess(): KeptProcess<Client> {
+    return new KeptProcess<Client>({
+      name: `mcp:${this.name}`,
+      logger: this.logger,
+      restartDelayMs: RETRY_BASE_MS,
+      maxRestartDelayMs: RETRY_MAX_MS,
+      healthyAfterMs: HEALTHY_AFTER_MS,
+      start: () =>
+        this.startProcess().catch((error: unknown) => {
+          this.failed(error);
+          throw error;
+        }),
+    });
+  }
+
+  private async startProcess() {
+    const { executor, network } = this.deps;
+    this.status.state = nextState(this.status);
+    const refusal = network.refusal(this.pluginView);
+    if (refusal) throw new Error(refusal);
+    const prepared = await executor.prepareForRun(this.dir, this.name);
+    const paths = executor.pluginPaths(this.pluginView, prepared, undefined);
+    const mounts = executor.namespaces
+      ? [...paths.mounts, ...(await namedPathMounts(this.declaration))]
+      : paths.mounts;
+    const child = executor.startKept(
+      prepared,
+      { ...paths, mounts },
+      {
+        command: this.declaration.command as string,
+        args: this.declaration.args.map((arg) => inHome(arg, paths.dataRoot)),
+        cwd: paths.dataRoot,
+        env: {
+          ...Object.fromEntries(
+            Object.entries(this.declaration.env).map(([key, value]) => [key, inHome(value, paths.dataRoot)]),
+          ),
+          HOME: paths.dataRoot,
+        },
+      },
+    );
+    const client = newClient();
+    client.onerror = (error) =>
+      this.logger.debug("MCP client error", { server: this.name, error: errorMessage(error) });
+    try {
+      await client.connect(new ProcessTransport(child), { timeout: this.timeoutMs });
+      await this.connected(client);
+    } catch (error) {
+      // A server that exited by itself says how; one still running (a handshake that timed out) is ended.
+      const exit = await Promise.race([
+        child.exited,
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 300)),
+      ]);
+      child.kill();
+      const stderr = child.stderrTail().trim().slice(-1_000);
+      const how = exit ? ` (${exitText(exit)})` : "";
+      throw new Error(`${errorMessage(error)}${how}${stderr ? `; its stderr: ${stderr}` : ""}`, {
+        cause: error,
+      });
+    }
+    void child.exited.then((exit) => {
+      if (this.stopped) return;
+      const stderr = child.stderrTail().trim().slice(-500);
+      this.status.state = "restarting";
+      this.status.failures++;
+      this.status.lastError = this.redact.text(`The server ${exitText(exit)}${stderr ? `: ${stderr}` : ""}`);
+      clearTimeout(this.healthyTimer);
+    });
+    return { process: child, session: client };
+  }
+
+  private async connectRemote(): Promise<Client> {
+    this.status.state = nextState(this.status);
+    const { client, transport } = await connectRemote(this.declaration, this.timeoutMs);
+    this.status.transport = transport;
+    client.onclose = () => {
+      if (this.remote?.client !== client) return;
+      this.remote = undefined;
+      if (!this.stopped) this.status.state = "restarting";
+    };
+    try {
+      await this.connected(client);
+    } catch (error) {
+      await client.close().catch(() => {});
+      throw error;
+    }
+    this.remote = { client, transport };
+    return client;
+  }
+
+  /** After the handshake: its tools (and again whenever it says they changed), its instructions. */
+  private async connected(client: Client): Promise<void> {
+    this.instructions = client.getInstructions();
+    const info = client.getServerVersion();
+    this.serverTitle = info?.title ?? info?.name;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      try {
+        await this.listTools(client);
+      } catch (error) {
+        this.logger.warn("could not list an MCP server's tools again", {
+          server: this.name,
+          error: errorMessage(error),
+        });
+      }
+    });
+    await this.listTools(client);
+    this.status.state = "running";
+    clearTimeout(this.healthyTimer);
+    this.healthyTimer = setTimeout(() => {
+      if (this.status.state === "running") this.status.failures = 0;
+    }, HEALTHY_AFTER_MS);
+    this.healthyTimer.unref();
+  }
+
+  private async listTools(client: Client): Promise<void> {
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor ? { cursor } : {}, { timeout: this.timeoutMs });
+      tools.push(...page.tools);
+      cursor = page.nextCursor;
+    } while (cursor && tools.length < 10_000);
+    this.tools = tools;
+    this.deps.changed(this.name);
+  }
+
+  /** A start that failed: shown as failed, tried again with a growing delay. */
+  private failed(error: unknown): void {
+    this.status.failures++;
+    this.status.state = "failed";
+    this.status.lastError = this.redact.text(errorMessage(error)).slice(0, 2_000);
+    this.logger.warn("an MCP server could not be started", {
+      server: this.name,
+      error: this.status.lastError,
+      failures: this.status.failures,
+    });
+    if (this.stopped) return;
+    const delay = Math.min(RETRY_BASE_MS * 2 ** (this.status.failures - 1), RETRY_MAX_MS);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.startSoon(), delay);
+    this.retryTimer.unref();
+  }
+}
+
+/**
+ * `~` and `~/…` in an argument or environment value name the server's own state directory (its
+ * HOME, the one place it may write) as the sandbox shows it: `MEMORY_FILE_PATH = "~/memory.json"`.
+ */
+export function inHome(value: string, home: string): string {
+  if (value === "~") return home;
+  return value.startsWith("~/") ? `${home}${value.slice(1)}` : value;
+}
+
+/** A start's state: a failed server stays failed while it is tried again, a crashed one restarts. */
+function nextState(status: McpServerStatus): McpServerStatus["state"] {
+  if (status.state === "failed") return "failed";
+  return status.failures > 0 ? "restarting" : "starting";
+}
+
+function exitText(exit: ProcessExit): string {
+  if (exit.spawnError) return `could not be started: ${exit.spawnError}`;
+  return exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+}
