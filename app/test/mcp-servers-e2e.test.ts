@@ -286,6 +286,13 @@ describe("MCP servers through the agent", () => {
       },
       { timeout: 20_000 },
     );
+    // The doctor fails it too, saying where to look.
+    const checked = await raw(app.port, "GET", "/api/checks", {});
+    const mcp = (checked.json.checks as { name: string; state: string; detail: string; fix?: string }[]).find(
+      (check) => check.name === "mcp servers",
+    );
+    expect(mcp).toMatchObject({ state: "fail", detail: `failing: ${broken}` });
+    expect(mcp?.fix).toContain("Plugins page");
   });
 
   it("secrets in env and headers never reached the model or a log", () => {

@@ -70,6 +70,8 @@ export interface SiblingHealth {
   detail?: string;
   /** Its `GET /health` answer, when it answered. */
   body?: unknown;
+  /** The plugin-runner's MCP servers that keep failing, by name. */
+  mcpServersFailing?: string[];
 }
 
 /** What a configured channel may need: its configuration, its clients, where the app is reached. */

@@ -41,6 +41,18 @@ export async function appChecks(deps: AppCheckDeps): Promise<Checked> {
             fix: "npm start restarts it by itself; if it keeps failing, its log says why.",
           },
     ),
+    ...status.services.flatMap((service): Check[] =>
+      service.mcpServersFailing?.length
+        ? [
+            {
+              name: "mcp servers",
+              state: "fail",
+              detail: `failing: ${service.mcpServersFailing.join(", ")}`,
+              fix: "The Plugins page shows each one's last error; correct its [mcpServers.<name>] in config.toml.",
+            },
+          ]
+        : [],
+    ),
     provider,
     ...deps.channelChecks(status.channels),
     disk,

@@ -85,7 +85,13 @@ async function health(name: string, client: ServiceClient): Promise<SiblingHealt
         : undefined,
       failing.length > 0 ? `MCP servers failing: ${failing.join(", ")} (see the Plugins page)` : undefined,
     ].filter((detail) => detail !== undefined);
-    return { name, ok: true, ...(details.length > 0 ? { detail: details.join("; ") } : {}), body: data };
+    return {
+      name,
+      ok: true,
+      ...(details.length > 0 ? { detail: details.join("; ") } : {}),
+      ...(failing.length > 0 ? { mcpServersFailing: failing } : {}),
+      body: data,
+    };
   } catch (error) {
     return { name, ok: false, detail: errorMessage(error) };
   }
