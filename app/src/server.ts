@@ -1,5 +1,7 @@
 import type { RequestListener } from "node:http";
 import {
+  readValidJson,
+  toolProgressSchema,
   HttpError,
   Router,
   basicPasswordCheck,
@@ -125,7 +127,15 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     tell: deps.tell,
     logger: deps.logger,
   });
-  const internal = new Router().post("/chat", chat).post("/backup", createBackupHandler(deps.backup));
+  const internal = new Router()
+    .post("/chat", chat)
+    .post("/backup", createBackupHandler(deps.backup))
+    // The plugin-runner passing on a tool's progress for the turn it runs for (best effort).
+    .post("/progress", async ({ req }) => {
+      const { turn, ...progress } = await readValidJson(req, 16 * 1024, toolProgressSchema);
+      deps.progress.report(turn, { type: "progress", ...progress });
+      return { status: 204 };
+    });
   const securityHeaders = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",

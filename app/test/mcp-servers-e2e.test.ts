@@ -2,7 +2,7 @@ import { rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { ConfigError, type Logger } from "@stavrobot/common";
+import { ConfigError, basicAuthHeader, type Logger } from "@stavrobot/common";
 import {
   namespacesHere,
   startFakeAnthropic,
@@ -26,7 +26,7 @@ import {
   type FixtureHttpServer,
 } from "../../plugin-runner/test/mcp/fixtures.js";
 import { RED_PIXEL_PNG } from "../../plugin-runner/test/mcp/fixture-server.js";
-import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { PASSWORD, chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
 import { freePort } from "./helpers/process.js";
 
@@ -191,6 +191,33 @@ describe("MCP servers through the agent", () => {
     expect((await modelRuns(stdio, "count-slowly")).lastUserText).toContain("counted to 3");
     expect(lines.filter((line) => line.includes("MCP tool progress") && line.includes(stdio))).toHaveLength(
       3,
+    );
+  });
+
+  it("progress notifications reach the person following the turn (POST /chat as events)", async () => {
+    fake.reset();
+    fake.enqueue(runTool(stdio, "count-slowly"), textTurn("done"));
+    const response = await fetch(`http://127.0.0.1:${app.port}/chat`, {
+      method: "POST",
+      headers: {
+        Authorization: basicAuthHeader(PASSWORD),
+        "Content-Type": "application/json",
+        Accept: "text/event-stream",
+      },
+      body: JSON.stringify({ message: "count for me", source: "cli" }),
+    });
+    const events = (await response.text())
+      .split("\n\n")
+      .filter((block) => block.startsWith("event: progress"))
+      .map((block) => JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? "null") as Record<string, unknown>);
+    expect(events).toEqual(
+      [1, 2, 3].map((step) => ({
+        plugin: stdio,
+        tool: "count-slowly",
+        progress: step,
+        total: 3,
+        message: `step ${step}`,
+      })),
     );
   });
 

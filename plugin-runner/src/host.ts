@@ -207,6 +207,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     running,
     permissions,
     background,
+    app,
     logger: logger.child("tools"),
   });
   const watcher = new PluginWatcher({

@@ -1,5 +1,6 @@
 import type { IncomingMessage, RequestListener } from "node:http";
 import {
+  TURN_HEADER,
   Router,
   approveRequestSchema,
   badRequest,
@@ -117,7 +118,14 @@ export function buildRoutes(deps: ServerDeps): Router {
     })
     .post("/bundles/:name/tools/:tool/run", async ({ req, params }) => {
       const input = await readParameters(req, limit);
-      const answer = await tools.run(params.name ?? "", params.tool ?? "", input);
+      // The app's turn this run is for (its sender may follow the tool's progress).
+      const turn = Number(req.headers[TURN_HEADER]);
+      const answer = await tools.run(
+        params.name ?? "",
+        params.tool ?? "",
+        input,
+        Number.isSafeInteger(turn) && turn > 0 ? turn : undefined,
+      );
       if (answer.kind === "started") return { status: 202, json: { status: "running" } };
       // A tool that failed is an answer like any other: the request itself was fine.
       return { json: answer.outcome };

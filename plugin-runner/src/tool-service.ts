@@ -1,5 +1,6 @@
 import { DomainError, errorMessage, isToolPermitted } from "@stavrobot/common";
-import type { Logger } from "@stavrobot/common";
+import type { Logger, ServiceClient } from "@stavrobot/common";
+import type { RunProgress } from "./formats/format.js";
 import type { BackgroundTasks } from "./background.js";
 import type { PluginStore } from "./plugins.js";
 import { describeTools } from "./plugins.js";
@@ -25,6 +26,8 @@ export interface ToolServiceDeps {
   running: RunningRecords;
   permissions: PermissionStore;
   background: BackgroundTasks;
+  /** The app's internal API, told of a tool's progress for the turn it runs for. */
+  app?: ServiceClient;
   logger: Logger;
 }
 
@@ -38,7 +41,13 @@ export type RunAnswer = { kind: "done"; outcome: RunOutcome } | { kind: "started
 export class ToolService {
   constructor(private readonly deps: ToolServiceDeps) {}
 
-  async run(pluginName: string, toolName: string, input: Record<string, unknown>): Promise<RunAnswer> {
+  /** `turn`: the app's turn the run is for, whose sender may follow the tool's progress. */
+  async run(
+    pluginName: string,
+    toolName: string,
+    input: Record<string, unknown>,
+    turn?: number,
+  ): Promise<RunAnswer> {
     const { plugins, formats, executor, background, outbox, running, permissions, logger } = this.deps;
     const plugin = await plugins.get(pluginName);
     // "Bundle" is the wire's word for a plugin; published clients match this text.
@@ -63,7 +72,15 @@ export class ToolService {
     if (!tool.async) {
       return {
         kind: "done",
-        outcome: await format.run(plugin, tool, params, executor.limits.syncTimeoutMs),
+        outcome: await format.run(
+          plugin,
+          tool,
+          params,
+          executor.limits.syncTimeoutMs,
+          turn === undefined
+            ? undefined
+            : (progress) => this.tellProgress(turn, pluginName, toolName, progress),
+        ),
       };
     }
     const id = await running.begin({ plugin: pluginName, tool: toolName });
@@ -83,5 +100,18 @@ export class ToolService {
       await running.end(id);
     });
     return { kind: "started" };
+  }
+
+  /** Passes a tool's progress to the app for its turn, at once and only once: nothing waits on it. */
+  private tellProgress(turn: number, plugin: string, tool: string, progress: RunProgress): void {
+    const { app, logger } = this.deps;
+    if (!app) return;
+    void app
+      .request("POST", "/progress", {
+        body: { turn, plugin, tool, ...progress },
+        timeoutMs: 5_000,
+        retries: 0,
+      })
+      .catch((error: unknown) => logger.debug("progress not passed on", { error: errorMessage(error) }));
   }
 }

@@ -170,7 +170,7 @@ describe("MCP servers as plugins", () => {
     expect((await run(stdio, "say.hello-world", { name: 3 })).status).toBe(400);
   });
 
-  it("logs progress notifications (the app has no progress channel)", async () => {
+  it("logs progress notifications (passed on to the app when a run names its turn)", async () => {
     expect((await run(stdio, "count-slowly")).body).toEqual({ success: true, output: "counted to 3" });
     const progress = lines.filter((line) => line.includes("MCP tool progress") && line.includes(stdio));
     expect(progress.length).toBe(3);

@@ -26,7 +26,8 @@ export class ClientError extends Error {
 export type Progress =
   | { type: "tool"; name: string }
   | { type: "retry"; attempt: number; of: number; reason: string; inSeconds: number }
-  | { type: "text"; delta: string };
+  | { type: "text"; delta: string }
+  | { type: "progress"; plugin: string; tool: string; progress: number; total?: number; message?: string };
 
 export async function sendMessage(
   baseUrl: string,
@@ -103,7 +104,7 @@ async function readTurnEvents(
       if (!type || data === undefined) continue;
       const parsed = JSON.parse(data) as Record<string, unknown>;
       if (type === "answer" || type === "error") return parsed;
-      if (type === "tool" || type === "retry" || type === "text") onProgress({ type, ...parsed } as Progress);
+      if (["tool", "retry", "text", "progress"].includes(type)) onProgress({ type, ...parsed } as Progress);
     }
   }
   throw new ClientError(
@@ -296,6 +297,10 @@ function repl(io: ClientIo, baseUrl: string, password: string, session: LiveSess
       // What the turn does while it runs: each tool by name, each retry at once with its reason.
       const progress = (event: Progress) => {
         if (event.type === "tool") print(`· ${event.name}\n`);
+        if (event.type === "progress") {
+          const howFar = event.total ? `${event.progress} of ${event.total}` : String(event.progress);
+          print(`· ${event.plugin}/${event.tool}: ${event.message ? `${event.message} ` : ""}(${howFar})\n`);
+        }
         if (event.type === "retry")
           print(
             `· ${event.reason}: trying again in ${event.inSeconds} s (${event.attempt} of ${event.of})\n`,

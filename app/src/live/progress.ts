@@ -6,7 +6,9 @@
 export type TurnProgressEvent =
   | { type: "text"; delta: string }
   | { type: "tool"; name: string }
-  | { type: "retry"; attempt: number; of: number; reason: string; inSeconds: number };
+  | { type: "retry"; attempt: number; of: number; reason: string; inSeconds: number }
+  /** How far a tool has got, where it says (an MCP server's progress notifications). */
+  | { type: "progress"; plugin: string; tool: string; progress: number; total?: number; message?: string };
 
 type Listener = (event: TurnProgressEvent) => void;
 

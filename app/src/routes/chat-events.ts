@@ -4,7 +4,8 @@ import type { TurnProgress } from "../live/progress.js";
 /**
  * `POST /chat` as Server-Sent Events, for a client that asks (`Accept: text/event-stream`): the
  * turn's progress as it happens (`text` {delta} as the model writes, `tool` {name} as a tool
- * starts, `retry` {attempt, of, reason, inSeconds} before the queue tries again), then one last
+ * starts, `progress` {plugin, tool, progress, total?, message?} as a tool says how far it got,
+ * `retry` {attempt, of, reason, inSeconds} before the queue tries again), then one last
  * event: `answer` with exactly the JSON a plain request gets, or `error` {error, saved} when the
  * database went away (the message is saved and runs later). Any other client gets plain JSON.
  */

@@ -98,7 +98,12 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
       details: ctx.details,
       canCreate: config.coder !== undefined,
     }),
-    createRunPluginTool({ pluginRunner: ctx.pluginRunner, filesDir: areas.root, details: ctx.details }),
+    createRunPluginTool({
+      pluginRunner: ctx.pluginRunner,
+      filesDir: areas.root,
+      details: ctx.details,
+      currentInboxId: ctx.messaging.currentInboxId,
+    }),
     createRunPythonTool({ pythonRunner: ctx.pythonRunner, filesDir: areas.root }),
     createManageInterlocutorsTool({ db }),
     createManageAgentsTool({ db }),

@@ -3,6 +3,7 @@ import { basename, isAbsolute, relative, resolve } from "node:path";
 import type { AgentTool, AgentToolResult } from "@mariozechner/pi-agent-core";
 import { Type, type ImageContent } from "@mariozechner/pi-ai";
 import {
+  TURN_HEADER,
   PLUGIN_FILES_LIMIT_BYTES,
   PLUGIN_NAME_PATTERN,
   ServiceError,
@@ -34,6 +35,8 @@ export function createRunPluginTool(deps: {
   filesDir: string;
   /** Shared with manage_plugins, which forgets a plugin whenever it changes it. */
   details?: PluginDetailCache;
+  /** The turn running (its inbox id): the runner passes the tool's progress on for it. */
+  currentInboxId?: () => number | undefined;
 }): AgentTool<typeof parameters> {
   const { pluginRunner } = deps;
   const details = deps.details ?? new PluginDetailCache(pluginRunner);
@@ -66,7 +69,13 @@ export function createRunPluginTool(deps: {
         answer = await pluginRunner.request(
           "POST",
           `/bundles/${plugin}/tools/${encodeURIComponent(tool.name)}/run`,
-          { body: input, schema: runToolResponseSchema, timeoutMs: RUN_TIMEOUT_MS, signal },
+          {
+            body: input,
+            schema: runToolResponseSchema,
+            timeoutMs: RUN_TIMEOUT_MS,
+            signal,
+            headers: turnHeader(deps.currentInboxId?.()),
+          },
         );
       } catch (error) {
         if (error instanceof ServiceError) {
@@ -182,4 +191,8 @@ async function readInputFile(key: string, path: string, filesDir: string): Promi
 function errorReason(body: unknown): string | undefined {
   const reason = (body as { reason?: unknown } | undefined)?.reason;
   return typeof reason === "string" ? reason : undefined;
+}
+
+function turnHeader(inboxId: number | undefined): Record<string, string> {
+  return inboxId === undefined ? {} : { [TURN_HEADER]: String(inboxId) };
 }

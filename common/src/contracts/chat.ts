@@ -79,3 +79,21 @@ export type InlineFile = z.infer<typeof inlineFileSchema>;
 
 export const chatResponseSchema = z.object({ response: z.string() });
 export type ChatResponse = z.infer<typeof chatResponseSchema>;
+
+/**
+ * `POST /progress` (app, internal port): how far a tool the turn runs has got (an MCP server's
+ * progress notifications), reported by the plugin-runner for the turn the app named in its
+ * `X-Stavrobot-Turn` header. Best effort: nothing is kept.
+ */
+export const toolProgressSchema = z.strictObject({
+  turn: z.number().int().positive(),
+  plugin: z.string().min(1).max(64),
+  tool: z.string().min(1).max(128),
+  progress: z.number().finite(),
+  total: z.number().finite().optional(),
+  message: z.string().max(500).optional(),
+});
+export type ToolProgress = z.infer<typeof toolProgressSchema>;
+
+/** The header naming the turn (its inbox id) a tool runs for, so its progress can follow. */
+export const TURN_HEADER = "x-stavrobot-turn";

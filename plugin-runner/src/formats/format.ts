@@ -48,6 +48,13 @@ export interface Loaded {
   watched: string[];
 }
 
+/** How far a running tool has got, where its format says (MCP's progress notifications). */
+export interface RunProgress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
 export interface PluginFormat {
   readonly id: FormatId;
   /** Whether `dir` holds a plugin of this format (by its marker files only: nothing is run). */
@@ -55,7 +62,13 @@ export interface PluginFormat {
   /** Reads the plugin; throws with a reason when it is unusable. Malformed tools are `skipped`. */
   load(request: LoadRequest): Promise<Loaded>;
   /** Runs one tool with checked parameters; a failure of the tool is an outcome, not an exception. */
-  run(plugin: Plugin, tool: ToolDef, params: ValidatedParams, timeoutMs: number): Promise<RunOutcome>;
+  run(
+    plugin: Plugin,
+    tool: ToolDef,
+    params: ValidatedParams,
+    timeoutMs: number,
+    onProgress?: (progress: RunProgress) => void,
+  ): Promise<RunOutcome>;
   /** Ends whatever the format keeps running for a plugin (before it is updated or removed). */
   stop(plugin: string): Promise<void>;
   /** Ends everything (the service stops). */

@@ -13,10 +13,10 @@ export function mcpFormat(servers: McpServers): PluginFormat {
     load: async () => {
       throw new Error("MCP servers are declared by the owner in config.toml, not installed");
     },
-    run: async (plugin, tool, params) => {
+    run: async (plugin, tool, params, _timeoutMs, onProgress) => {
       const server = await servers.get(plugin.name);
       if (!server) return { success: false, error: `MCP server "${plugin.name}" is no longer declared.` };
-      return server.call(tool.name, params.values, server.timeoutMs);
+      return server.call(tool.name, params.values, server.timeoutMs, onProgress);
     },
     // The owner switched its network: it starts again with the new setting.
     stop: (plugin) => servers.restart(plugin),

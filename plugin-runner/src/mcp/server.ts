@@ -1,3 +1,4 @@
+import type { RunProgress } from "../formats/format.js";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -107,7 +108,12 @@ export class McpServer {
   }
 
   /** Runs one tool; every failure is an outcome the model reads, never an exception. */
-  async call(tool: string, args: Record<string, unknown>, timeoutMs: number): Promise<RunOutcome> {
+  async call(
+    tool: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+    onProgress?: (progress: RunProgress) => void,
+  ): Promise<RunOutcome> {
     let client: Client;
     try {
       client = await this.client();
@@ -121,15 +127,16 @@ export class McpServer {
     try {
       const result = await client.callTool({ name: tool, arguments: args }, undefined, {
         timeout: timeoutMs,
-        onprogress: (progress) =>
-          // The app has no channel for progress yet: it is logged for the owner.
-          this.logger.info("MCP tool progress", {
-            server: this.name,
-            tool,
+        onprogress: (progress) => {
+          // The server's words may quote what it was given: its secrets are hidden first.
+          const told: RunProgress = {
             progress: progress.progress,
             ...(progress.total !== undefined ? { total: progress.total } : {}),
-            ...(progress.message !== undefined ? { message: progress.message } : {}),
-          }),
+            ...(progress.message !== undefined ? { message: this.redact.text(progress.message) } : {}),
+          };
+          this.logger.info("MCP tool progress", { server: this.name, tool, ...told });
+          onProgress?.(told);
+        },
       });
       this.status.failures = 0;
       return callOutcome(tool, result as Record<string, unknown>, this.redact);
