@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import type { Browser } from "playwright-core";
-import { textTurn } from "@stavrobot/common/test-support";
+import { textTurn, toolTurn } from "@stavrobot/common/test-support";
 import { SECRET } from "../../../plugin-runner/test/helpers.js";
 import { PASSWORD } from "../helpers/app.js";
 import {
@@ -163,6 +163,28 @@ describeInBrowser("admin pages in Chromium", () => {
     await owner.page.locator("#chat-stop").waitFor({ state: "hidden" });
     expect(await owner.page.locator(".bubble.assistant").allTextContents()).not.toContain("too late");
     await t.app.queue.idle();
+    await owner.context.close();
+  });
+
+  it("shows in the waiting bubble what the turn does: the tool it runs, then the text as it comes", async () => {
+    t.fake.reset();
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    t.fake.enqueue(toolTurn("execute_sql", { query: "SELECT 1 AS one" }), {
+      ...textTurn("Counted **one** row."),
+      gate,
+    });
+    const owner = await ownerContext(browser, t.app.port);
+    await owner.page.goto("/");
+    await owner.page.fill("#chat-input", "count the rows");
+    await owner.page.click("#chat-send");
+    const pending = owner.page.locator(".bubble.assistant.pending");
+    await expect.poll(() => pending.textContent()).toBe("Running execute_sql…");
+    release();
+    const reply = owner.page.locator(".bubble.assistant:not(.pending)").last();
+    await reply.locator("strong").waitFor();
+    expect((await reply.textContent())?.trim()).toBe("Counted one row.");
+    expectNoProblems(owner);
     await owner.context.close();
   });
 
