@@ -2,7 +2,8 @@ import type { AgentMessage } from "@mariozechner/pi-agent-core";
 import { withParts, type Queryable, type StatementPart } from "../db/database.js";
 import {
   MAIN_AGENT_ID,
-  conversationVersions,
+  conversationFingerprint,
+  fingerprintOf,
   loadConversation,
   saveCompaction,
   searchText,
@@ -124,11 +125,9 @@ export class ConversationStore {
   /** Keeps the copy when the tables hold exactly the rows it was read from (or wrote); forgets it otherwise. */
   private async confirm(cached: Conversation): Promise<void> {
     this.uncertain = false;
-    const now = await conversationVersions(this.db, cached.summary?.upToMessageId ?? 0, this.agentId);
+    const now = await conversationFingerprint(this.db, cached.summary?.upToMessageId ?? 0, this.agentId);
     if (this.cached !== cached) return;
-    if (now.length !== cached.versions.length || now.some((version, i) => version !== cached.versions[i])) {
-      this.invalidate();
-    }
+    if (now !== fingerprintOf(cached.versions)) this.invalidate();
   }
 
   /** Until `saved` resolves, writes wait for it (and fail with it); undefined lifts the wait. */

@@ -26,6 +26,43 @@ function sources() {
 }
 
 describe("SystemPromptCache", () => {
+  it("after a recheck, reads the knowledge again only when its version changed", async () => {
+    let version = "v1";
+    let versionReads = 0;
+    let memories = "m1";
+    let knowledgeReads = 0;
+    let composed = 0;
+    const cache = new SystemPromptCache({
+      knowledge: async () => (knowledgeReads++, memories),
+      knowledgeVersion: async () => (versionReads++, version),
+      plugins: async () => "",
+      compose: ({ knowledge }) => (composed++, `prompt: ${knowledge}`),
+    });
+    const first = await cache.get();
+    cache.recheck("knowledge");
+    // Nothing changed: one version read, no knowledge read, the very same prompt.
+    expect(await cache.get()).toBe(first);
+    expect({ knowledgeReads, composed }).toEqual({ knowledgeReads: 1, composed: 1 });
+    const checks = versionReads;
+    // Without a recheck, the version is not asked again.
+    await cache.get();
+    expect(versionReads).toBe(checks);
+    memories = "m2";
+    version = "v2";
+    cache.recheck("knowledge");
+    expect(await cache.get()).toBe("prompt: m2");
+    expect({ knowledgeReads, composed }).toEqual({ knowledgeReads: 2, composed: 2 });
+  });
+
+  it("keeps the very same prompt when knowledge read again is the same", async () => {
+    const { cache, reads, state } = sources();
+    state.runnerUp = true;
+    const first = await cache.get();
+    cache.invalidate("knowledge");
+    expect(await cache.get()).toBe(first);
+    expect(reads).toEqual({ knowledge: 2, plugins: 1, compose: 1 });
+  });
+
   it("keeps the prompt between turns until a part is invalidated", async () => {
     const { cache, reads, state } = sources();
     state.runnerUp = true;

@@ -7,6 +7,8 @@
 export interface PromptSources<K> {
   /** Memories and scratchpad titles. */
   knowledge(): Promise<K>;
+  /** A short text that changes whenever the knowledge does (its rows' versions), for `recheck`. */
+  knowledgeVersion?(): Promise<string>;
   /** The plugin list, as prompt text ("" when there are none), or undefined when it could not be read. */
   plugins(): Promise<string | undefined>;
   /** The whole prompt from its parts. */
@@ -15,6 +17,8 @@ export interface PromptSources<K> {
 
 export class SystemPromptCache<K> {
   private knowledge: Promise<K> | undefined;
+  /** The knowledge's version when it was read, and whether something may have changed it since. */
+  private knowledgeRead: { version: Promise<string | undefined>; uncertain: boolean } | undefined;
   private plugins: { text: Promise<string | undefined>; at: number } | undefined;
   private composed: { knowledge: K; plugins: string; prompt: string } | undefined;
 
@@ -25,7 +29,12 @@ export class SystemPromptCache<K> {
   ) {}
 
   async get(): Promise<string> {
-    this.knowledge ??= this.sources.knowledge();
+    await this.confirmKnowledge();
+    if (!this.knowledge) {
+      // The version first: a write between the two reads makes the next check read again.
+      this.knowledgeRead = { version: this.readKnowledgeVersion(), uncertain: false };
+      this.knowledge = this.sources.knowledge();
+    }
     if (!this.plugins || this.now() - this.plugins.at > this.pluginsMaxAgeMs) {
       this.plugins = { text: this.sources.plugins(), at: this.now() };
     }
@@ -43,7 +52,11 @@ export class SystemPromptCache<K> {
     if (listed === undefined) this.plugins = undefined;
     const plugins = listed ?? "";
     const last = this.composed;
-    if (last && last.knowledge === knowledge && last.plugins === plugins) return last.prompt;
+    // Read again but the same (a check that found nothing new): the very same prompt, not a copy.
+    if (last && last.plugins === plugins && sameKnowledge(last.knowledge, knowledge)) {
+      last.knowledge = knowledge;
+      return last.prompt;
+    }
     const prompt = this.sources.compose({ knowledge, plugins });
     this.composed = { knowledge, plugins, prompt };
     return prompt;
@@ -78,4 +91,33 @@ export class SystemPromptCache<K> {
     if (part === "knowledge") this.knowledge = undefined;
     else this.plugins = undefined;
   }
+
+  /**
+   * Something may have changed the knowledge (SQL the model ran): before the next use its version
+   * is compared with the one read, and the knowledge is read again only if it differs. Without a
+   * version source this is `invalidate`.
+   */
+  recheck(part: "knowledge"): void {
+    if (this.knowledgeRead && this.sources.knowledgeVersion) this.knowledgeRead.uncertain = true;
+    else this.invalidate(part);
+  }
+
+  private async confirmKnowledge(): Promise<void> {
+    const read = this.knowledgeRead;
+    if (!read?.uncertain || !this.knowledge) return;
+    read.uncertain = false;
+    const [before, now] = await Promise.all([read.version, this.readKnowledgeVersion()]);
+    if (this.knowledgeRead !== read) return;
+    if (before === undefined || now === undefined || before !== now) this.knowledge = undefined;
+  }
+
+  private readKnowledgeVersion(): Promise<string | undefined> {
+    return this.sources.knowledgeVersion
+      ? this.sources.knowledgeVersion().catch(() => undefined)
+      : Promise.resolve(undefined);
+  }
+}
+
+function sameKnowledge<K>(a: K, b: K): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
 }

@@ -159,6 +159,9 @@ export class TurnEngine {
     if (!apiKey)
       return { kind: "error", message: deps.missingKeyMessage, retryable: false, progressSaved: false };
 
+    // Both may need a query (after SQL the model ran, each checks its copy): side by side.
+    const prompt = deps.systemPrompt();
+    prompt.catch(() => {});
     const messages = await this.history(inboxId, userMessage, start);
     const maxTokens = deps.maxTokens;
     const stream = deps.stream ?? modelStreamVia(undefined);
@@ -186,7 +189,7 @@ export class TurnEngine {
         onRequest: () => (reachedProvider = true),
       });
     };
-    const systemPrompt = await deps.systemPrompt();
+    const systemPrompt = await prompt;
     const tools = deps.tools();
     // What the messages of a request may take: the budget less the system prompt and the tools.
     const room = deps.budget.truncateAbove - requestOverhead(systemPrompt, tools);

@@ -75,3 +75,12 @@ export async function readScratchpad(db: Queryable, id: number): Promise<Scratch
 export async function deleteScratchpad(db: Queryable, id: number): Promise<boolean> {
   return (await db.query("DELETE FROM scratchpad WHERE id = $1", [id])).rowCount > 0;
 }
+
+/** Changes whenever a memory or a scratchpad entry is written, added or removed (rows' `id:xmin`). */
+export async function knowledgeVersion(db: Queryable): Promise<string> {
+  const result = await db.query<{ version: string }>(
+    `SELECT coalesce((SELECT string_agg(id || ':' || xmin, ',' ORDER BY id) FROM memories), '') || '|' ||
+       coalesce((SELECT string_agg(id || ':' || xmin, ',' ORDER BY id) FROM scratchpad), '') AS version`,
+  );
+  return result.rows[0]?.version ?? "";
+}

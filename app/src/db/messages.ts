@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { AgentMessage } from "@mariozechner/pi-agent-core";
 import { sanitizeDeep, sanitizeText } from "@stavrobot/common";
 import type { Queryable } from "./database.js";
@@ -85,21 +86,29 @@ export async function loadConversation(db: Queryable, agentId = MAIN_AGENT_ID): 
 }
 
 /**
- * The versions `loadConversation` would give now (see `Conversation.versions`), without the
- * messages themselves: one cheap statement.
+ * The fingerprint of the versions `loadConversation` would give now (see `Conversation.versions`):
+ * the latest compaction's version and an MD5 of the messages' versions in order, computed by the
+ * database, so one short row comes back however long the conversation is.
  */
-export async function conversationVersions(
+export async function conversationFingerprint(
   db: Queryable,
   afterMessageId: number,
   agentId = MAIN_AGENT_ID,
-): Promise<string[]> {
-  const result = await db.query<{ compaction: string | null; rows: string[] | null }>(
+): Promise<string> {
+  const result = await db.query<{ compaction: string | null; digest: string }>(
     `SELECT (SELECT id || ':' || xmin FROM compactions WHERE agent_id = $2 ORDER BY id DESC LIMIT 1) AS compaction,
-       (SELECT array_agg(id || ':' || xmin ORDER BY id) FROM messages WHERE agent_id = $2 AND id > $1) AS rows`,
+       (SELECT md5(coalesce(string_agg(id || ':' || xmin, ',' ORDER BY id), '')) FROM messages
+         WHERE agent_id = $2 AND id > $1) AS digest`,
     [afterMessageId, agentId],
   );
   const row = result.rows[0];
-  return [row?.compaction ?? "none", ...(row?.rows ?? [])];
+  return `${row?.compaction ?? "none"}|${row?.digest ?? ""}`;
+}
+
+/** The fingerprint of versions as `conversationFingerprint` computes it. */
+export function fingerprintOf(versions: readonly string[]): string {
+  const [compaction = "none", ...rows] = versions;
+  return `${compaction}|${createHash("md5").update(rows.join(",")).digest("hex")}`;
 }
 
 export async function messagesForInbox(db: Queryable, inboxId: number): Promise<StoredMessage[]> {

@@ -13,7 +13,7 @@ import { CHANNELS } from "../channels/registry.js";
 import type { ChannelWiring } from "../channels/wiring.js";
 import type { Database } from "../db/database.js";
 import type { InboxStore } from "../db/inbox.js";
-import { listMemories, listScratchpadTitles } from "../db/knowledge.js";
+import { listMemories, listScratchpadTitles, knowledgeVersion } from "../db/knowledge.js";
 import { messagesForInbox } from "../db/messages.js";
 import type { Transcriber } from "../media/stt.js";
 import { withTranscripts } from "../media/voice.js";
@@ -80,6 +80,7 @@ export function wireTurn(options: {
       memories: await listMemories(db),
       scratchpadTitles: await listScratchpadTitles(db),
     }),
+    knowledgeVersion: () => knowledgeVersion(db),
     plugins: () => describePluginsForPrompt(options.pluginRunner, logger.child("plugins")),
     compose: ({ knowledge, plugins }) =>
       buildSystemPrompt({
@@ -240,12 +241,12 @@ function staleAfterTool(
 ): void {
   if (name === "execute_sql") {
     for (const conversation of caches.conversations()) conversation.recheck();
-    caches.systemPrompt.invalidate("knowledge");
+    caches.systemPrompt.recheck("knowledge");
     // The id drawn ahead for the next message may no longer be free (a sequence reset).
     const sql = String((args as { query?: unknown } | undefined)?.query ?? "");
     if (/\binbox\b/i.test(sql)) caches.inbox.forgetAhead();
   } else if (name === "manage_knowledge") {
-    caches.systemPrompt.invalidate("knowledge");
+    caches.systemPrompt.recheck("knowledge");
   } else if (name === "manage_plugins") {
     caches.systemPrompt.invalidate("plugins");
   }
