@@ -77,6 +77,8 @@ describeInBrowser("usage and budgets in Chromium", () => {
     await page.click("#chat-send");
     const refusal = page.locator(".bubble.assistant", { hasText: "budget" });
     await refusal.waitFor();
+    // A refused turn answers its person, marked as a turn that failed.
+    expect(await refusal.getAttribute("class")).toContain("failed");
     expect(await refusal.textContent()).toContain("The daily budget of $0.00 is used up");
     expect(fake.requests).toHaveLength(1);
     await screenshot(page, "home-over-budget");

@@ -32,12 +32,12 @@ export function mountChat({ log, form, input, stop }) {
       const { response, failed } = isStop
         ? await postJson("/chat", { message, source: "web" })
         : await followTurn(message, (status) => (pending.textContent = status));
-      if (failed) throw new ApiError(200, response);
       const reply = isStop
         ? el("div", { class: "bubble note", text: response || "Stopped." })
         : el(
             "div",
-            { class: "bubble assistant" },
+            // A turn that failed still answers its person (a refused budget, a provider's error).
+            { class: failed ? "bubble assistant failed" : "bubble assistant" },
             response ? renderMarkdown(response) : el("em", { text: "(no reply)" }),
           );
       if (pending) pending.replaceWith(reply);
