@@ -9,6 +9,7 @@
 import { createInterface } from "node:readline";
 import { basicAuthHeader, isMainModule } from "@stavrobot/common";
 import { followAnswers, type Following, type KeptAnswer } from "./live.js";
+import { readEvents } from "./sse.js";
 import { Screen } from "./screen.js";
 
 export const EXIT = { ok: 0, serverError: 1, usage: 2, unreachable: 3 } as const;
@@ -92,20 +93,10 @@ async function readTurnEvents(
   response: Response,
   onProgress: (progress: Progress) => void,
 ): Promise<{ response?: unknown; error?: unknown; failed?: unknown }> {
-  const decoder = new TextDecoder();
-  let buffered = "";
-  for await (const chunk of response.body ?? []) {
-    buffered += decoder.decode(chunk as Uint8Array, { stream: true });
-    for (let end = buffered.indexOf("\n\n"); end !== -1; end = buffered.indexOf("\n\n")) {
-      const block = buffered.slice(0, end);
-      buffered = buffered.slice(end + 2);
-      const type = /^event: (.*)$/m.exec(block)?.[1];
-      const data = /^data: (.*)$/m.exec(block)?.[1];
-      if (!type || data === undefined) continue;
-      const parsed = JSON.parse(data) as Record<string, unknown>;
-      if (type === "answer" || type === "error") return parsed;
-      if (["tool", "retry", "text", "progress"].includes(type)) onProgress({ type, ...parsed } as Progress);
-    }
+  for await (const { type, data } of response.body ? readEvents(response.body) : []) {
+    const parsed = JSON.parse(data) as Record<string, unknown>;
+    if (type === "answer" || type === "error") return parsed;
+    if (["tool", "retry", "text", "progress"].includes(type)) onProgress({ type, ...parsed } as Progress);
   }
   throw new ClientError(
     "The connection ended before the answer. Your message was saved; its reply will be shown with your next message.",

@@ -3,6 +3,7 @@
  * with the last cursor it received, and hands over each answer kept for the owner once.
  */
 import { basicAuthHeader } from "@stavrobot/common";
+import { readEvents } from "./sse.js";
 
 /** An answer kept for the owner, as `GET /api/answers/pending` and the `answer` event carry it. */
 export interface KeptAnswer {
@@ -31,13 +32,6 @@ export interface Following {
   /** Stops waiting for the first catch-up (it is settled undefined); the stream goes on. */
   giveUp(): void;
   close(): void;
-}
-
-interface StreamEvent {
-  type: string;
-  id: string | undefined;
-  data: string;
-  retry: number | undefined;
 }
 
 const MAX_RETRY_MS = 30_000;
@@ -124,37 +118,6 @@ export function followAnswers(options: FollowOptions): Following {
       giveUp();
     },
   };
-}
-
-/** The events of a Server-Sent Events body, as the specification splits them. */
-async function* readEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<StreamEvent> {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let event: StreamEvent = { type: "", id: undefined, data: "", retry: undefined };
-  let data: string[] = [];
-  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let newline: number;
-    while ((newline = buffer.search(/\r\n|\r|\n/)) !== -1) {
-      const line = buffer.slice(0, newline);
-      buffer = buffer.slice(newline + (buffer.startsWith("\r\n", newline) ? 2 : 1));
-      if (line === "") {
-        if (data.length > 0 || event.retry !== undefined)
-          yield { ...event, type: event.type || "message", data: data.join("\n") };
-        event = { type: "", id: undefined, data: "", retry: undefined };
-        data = [];
-        continue;
-      }
-      if (line.startsWith(":")) continue;
-      const colon = line.indexOf(":");
-      const field = colon === -1 ? line : line.slice(0, colon);
-      const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-      if (field === "event") event.type = value;
-      else if (field === "data") data.push(value);
-      else if (field === "id") event.id = value;
-      else if (field === "retry" && /^\d+$/.test(value)) event.retry = Number(value);
-    }
-  }
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

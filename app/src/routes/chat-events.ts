@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { TurnProgress } from "../live/progress.js";
+import { EVENT_STREAM_HEADERS, formatEvent } from "./events.js";
 
 /**
  * `POST /chat` as Server-Sent Events, for a client that asks (`Accept: text/event-stream`): the
@@ -17,17 +18,13 @@ export interface TurnEvents {
   /** Stops hearing the turn's progress. */
   unfollow(): void;
   /** Writes the last event and ends the response; the handler has answered by itself then. */
-  end(type: "answer" | "error", data: unknown): undefined;
+  end(type: "answer" | "error", data: object): undefined;
 }
 
 export function openTurnEvents(res: ServerResponse, progress: TurnProgress, inboxId: number): TurnEvents {
-  res.writeHead(200, {
-    "Content-Type": "text/event-stream; charset=utf-8",
-    "Cache-Control": "no-store",
-    "X-Accel-Buffering": "no",
-  });
-  const write = (type: string, data: unknown) => {
-    if (!res.writableEnded && !res.destroyed) res.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  res.writeHead(200, EVENT_STREAM_HEADERS);
+  const write = (type: string, data: object) => {
+    if (!res.writableEnded && !res.destroyed) res.write(formatEvent(type, data));
   };
   // The first event says the message is saved: from here on it runs whatever happens.
   write("accepted", { id: inboxId });

@@ -85,14 +85,7 @@ async function streamEvents(
   res.on("close", end);
   // The app stopped in between (the caller checked just before): ended already.
   if (ended) return;
-  res.writeHead(200, {
-    "Content-Type": "text/event-stream; charset=utf-8",
-    "Cache-Control": "no-store",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    // Proxies such as nginx would otherwise hold the events back.
-    "X-Accel-Buffering": "no",
-  });
+  res.writeHead(200, EVENT_STREAM_HEADERS);
   // A client that loses the stream tries again after 3 s, with the last id it received.
   write("retry: 3000\n\n");
 
@@ -131,7 +124,18 @@ async function streamEvents(
   held.length = 0;
 }
 
-function formatEvent(type: string, data: object, id?: string): string {
+/** The headers of a Server-Sent Events answer. */
+export const EVENT_STREAM_HEADERS = {
+  "Content-Type": "text/event-stream; charset=utf-8",
+  "Cache-Control": "no-store",
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+  // Proxies such as nginx would otherwise hold the events back.
+  "X-Accel-Buffering": "no",
+} as const;
+
+/** One Server-Sent Event. */
+export function formatEvent(type: string, data: object, id?: string): string {
   // JSON has no raw newlines, so the data is one `data:` line.
   return `event: ${type}\n${id === undefined ? "" : `id: ${id}\n`}data: ${JSON.stringify(data)}\n\n`;
 }
