@@ -7,8 +7,9 @@
  *    runs it, on a PostgreSQL server and on the embedded PGlite, rounds alternating between them.
  * 2. Start-up and memory: a start on an existing database until an authenticated request is
  *    answered, the first `/chat` after it, idle memory of the app and of all its processes.
- * 3. Bytes sent to the model over a fixed 20-message conversation with every tool registered,
- *    and how much of each request the previous one makes cacheable (tools, system, leading messages).
+ * 3. Bytes sent to the model over `script-20.json` (the workload the reference was measured on),
+ *    with the default configuration and with every tool registered, and how much of each request
+ *    the previous one makes cacheable (tools, system, leading messages).
  * 4. History at scale: a database holding a year of use (BENCH_SCALE messages, default 1,000,000,
  *    with compactions): start, first turn, request size, db_search time, against an empty one and
  *    one holding only the same recent conversation.
@@ -19,6 +20,7 @@
  * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
  * bench may create databases on (without one, only PGlite is measured).
  */
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { silentLogger } from "@stavrobot/common";
 import {
@@ -83,46 +85,64 @@ function cacheablePrefix(previous: RequestBody, current: RequestBody): number {
   return shared;
 }
 
-async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
-  fake.reset();
-  const telegram = await startFakeTelegram();
-  // Every optional section, so every tool is registered (none is called).
-  const sections = [
+/** The workload the reference product's bytes were measured on (`script-20.json`, see the README). */
+const SCRIPT_20 = JSON.parse(readFileSync(new URL("./script-20.json", import.meta.url), "utf8")) as string[];
+/** What the reference sent for `SCRIPT_20` with its default tools, on a fake answering at once. */
+const REFERENCE_BYTES = 891_508;
+
+/** Every optional section, so every tool is registered (none is called). */
+function everyToolSections(fake: FakeLlmServer, telegramUrl: string): string {
+  return [
     `[webSearch]\napiKey = "k"\nmodel = "claude-sonnet-4-5"\nbaseUrl = "${fake.url}"`,
     `[webFetch]\napiKey = "k"\nmodel = "claude-sonnet-4-5"\nbaseUrl = "${fake.url}"`,
     `[tts]\nprovider = "openai"\napiKey = "k"\nmodel = "tts-1"\nbaseUrl = "http://127.0.0.1:1/v1"`,
     `[stt]\nprovider = "openai"\napiKey = "k"\nmodel = "whisper-1"\nbaseUrl = "http://127.0.0.1:1/v1"`,
     `[coder]\nmodel = "sonnet"`,
     `[owner]\nname = "Ada"\ntelegram = 1001\nsignal = "+15550002222"`,
-    `[telegram]\nbotToken = "123456:ABC-bench"\napiBaseUrl = "${telegram.url}"`,
+    `[telegram]\nbotToken = "123456:ABC-bench"\napiBaseUrl = "${telegramUrl}"`,
     `[signal]\naccount = "+15550001111"`,
   ].join("\n");
+}
+
+interface BytesFigures {
+  requests: number;
+  total: number;
+  systemBytes: number;
+  toolBytes: number;
+  tools: number;
+  cacheable: number;
+  cacheRead: number;
+}
+
+/**
+ * Sends the 20 messages of `SCRIPT_20` to a fresh conversation, as the reference was measured:
+ * a message naming `SQL: …` gets that `execute_sql` call and then a short answer, any other a
+ * short answer at once. Sizes are the requests' `content-length`.
+ */
+async function scriptBytes(fake: FakeLlmServer, sections: string): Promise<BytesFigures> {
+  fake.reset();
   const env = await environment("pglite", configFor(fake, "anthropic", sections));
   const app = await startTestApp(env);
   try {
-    let turn = 0;
     fake.setResponder((request) => {
-      if (request.lastUserText.includes("Text: ")) {
-        turn++;
-        if (turn % 3 === 0) return toolTurn("execute_sql", { query: `SELECT ${turn} AS n` });
-        return textTurn(`Answer ${turn}: ${"a reasonably sized reply sentence. ".repeat(6)}`);
-      }
-      return textTurn(`The query returned ${turn}.`);
+      const text = request.lastUserText;
+      const sql = /SQL: (.+)$/.exec(text);
+      if (sql && text.includes("Text: ")) return toolTurn("execute_sql", { query: sql[1] });
+      if (text.includes("Text: ")) return textTurn("Noted. I will keep that in mind.");
+      return textTurn("Here are the codes you asked for.");
     });
     const target: ChatTarget = { url: `http://127.0.0.1:${app.port}`, password: "test-password-123" };
-    for (let i = 1; i <= 20; i++)
-      await postChat(target, `Question ${i}: ${"tell me something about the garden. ".repeat(4)}`);
+    for (const message of SCRIPT_20) await postChat(target, message);
     const bodies = fake.requests.map((request) => JSON.stringify(request.body));
     const sizes = fake.requests.map((request, i) =>
       Number(request.headers["content-length"] ?? Buffer.byteLength(bodies[i] ?? "")),
     );
-    const total = sizes.reduce((a, b) => a + b, 0);
     const parsed = fake.requests.map((request) => request.body as RequestBody);
     let shared = 0;
     for (let i = 1; i < parsed.length; i++)
       shared += cacheablePrefix(parsed[i - 1] as RequestBody, parsed[i] as RequestBody);
     const later = bodies.slice(1).reduce((sum, body) => sum + Buffer.byteLength(body), 0);
-    const first = fake.requests[0]?.body as { system?: unknown; tools?: unknown[] } | undefined;
+    const first = parsed[0];
     const usage = await app.db.query<{ input: number; cache_read: number; cache_write: number }>(
       `SELECT (content->'usage'->>'input')::int AS input, (content->'usage'->>'cacheRead')::int AS cache_read,
               (content->'usage'->>'cacheWrite')::int AS cache_write FROM messages WHERE role = 'assistant'`,
@@ -133,20 +153,49 @@ async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
       tokens += row.input + row.cache_read + row.cache_write;
       read += row.cache_read;
     }
-    return [
-      "| bytes sent to the model (20-message conversation, every tool registered) | |",
-      "|---|---|",
-      `| requests | ${sizes.length} |`,
-      `| total bytes | ${total.toLocaleString("en")} |`,
-      `| bytes per request (mean) | ${Math.round(total / sizes.length).toLocaleString("en")} |`,
-      `| system prompt / tool definitions per request | ${Buffer.byteLength(JSON.stringify(first?.system ?? ""))} B / ${Buffer.byteLength(JSON.stringify(first?.tools ?? []))} B (${first?.tools?.length ?? 0} tools) |`,
-      `| share of each request the previous one makes cacheable (tools, system, leading messages) | ${((100 * shared) / later).toFixed(1)} % |`,
-      `| input tokens served from the prompt cache (fake's emulation) | ${((100 * read) / tokens).toFixed(1)} % |`,
-    ];
+    return {
+      requests: sizes.length,
+      total: sizes.reduce((a, b) => a + b, 0),
+      systemBytes: Buffer.byteLength(JSON.stringify(first?.system ?? "")),
+      toolBytes: Buffer.byteLength(JSON.stringify(first?.tools ?? [])),
+      tools: first?.tools?.length ?? 0,
+      cacheable: shared / later,
+      cacheRead: read / tokens,
+    };
   } finally {
     fake.setResponder(undefined);
     await app.close();
     await env.cleanup();
+  }
+}
+
+async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
+  const telegram = await startFakeTelegram();
+  try {
+    const plain = await scriptBytes(fake, "");
+    const every = await scriptBytes(fake, everyToolSections(fake, telegram.url));
+    const row = (label: string, value: (f: BytesFigures) => string) =>
+      `| ${label} | ${value(plain)} | ${value(every)} |`;
+    const percent = (n: number) => `${(100 * n).toFixed(1)} %`;
+    return [
+      "| bytes sent to the model (`script-20.json`, a fresh conversation) | default configuration | every optional tool registered |",
+      "|---|---|---|",
+      row("requests", (f) => String(f.requests)),
+      row("total bytes", (f) => f.total.toLocaleString("en")),
+      row(`÷ the reference (${REFERENCE_BYTES.toLocaleString("en")} B, its default tools)`, (f) =>
+        ratio(f.total, REFERENCE_BYTES),
+      ),
+      row("bytes per request (mean)", (f) => Math.round(f.total / f.requests).toLocaleString("en")),
+      row(
+        "system prompt / tool definitions per request",
+        (f) => `${f.systemBytes} B / ${f.toolBytes} B (${f.tools} tools)`,
+      ),
+      row("share of each request the previous one makes cacheable (tools, system, leading messages)", (f) =>
+        percent(f.cacheable),
+      ),
+      row("input tokens served from the prompt cache (fake's emulation)", (f) => percent(f.cacheRead)),
+    ];
+  } finally {
     await telegram.close();
   }
 }
