@@ -138,3 +138,28 @@ describe("what SQL the model ran changed", () => {
     expect(systemText(t.fake.requests.length - 1)).toContain("Tidied by a function.");
   });
 });
+
+describe("SQL that wrote nothing", () => {
+  // On a server, other databases' writes meanwhile make the answer "written" (then the copies are
+  // checked, as after any write); the embedded database is the app's alone.
+  it.skipIf(Boolean(process.env.TEST_DATABASE_URL))(
+    "is known from the database, so the turn keeps its copies without checking them",
+    async () => {
+      t.fake.enqueue(
+        toolTurn("execute_sql", { query: "SELECT count(*) AS n FROM messages" }),
+        textTurn("counted"),
+      );
+      await chat(t.app, "count them");
+      t.fake.enqueue(
+        toolTurn("execute_sql", { query: "INSERT INTO memories (content) VALUES ('x')" }),
+        textTurn("kept"),
+      );
+      await chat(t.app, "remember x");
+      const stored = await t.app.db.query<{ wrote: boolean | null }>(
+        `SELECT (content->'details'->>'wrote')::boolean AS wrote FROM messages
+          WHERE role = 'toolResult' ORDER BY id DESC LIMIT 2`,
+      );
+      expect(stored.rows.map((row) => row.wrote)).toEqual([true, false]);
+    },
+  );
+});

@@ -65,6 +65,8 @@ export const configSchema = z
     contextTokensK: z.number().int().min(10).max(2000).default(50),
     thinkingLevel: z.enum(thinkingLevels).default("off"),
     maxToolRounds: z.number().int().min(1).max(1000).default(40),
+    toolsOnDemand: z.boolean().default(true),
+    earlierResultChars: z.number().int().min(0).max(1_000_000).default(600),
     queue: z
       .strictObject({
         maxRetries: z.number().int().min(0).max(10).default(3),

@@ -2,6 +2,7 @@ import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
 import type { Database, StatementResult } from "../db/database.js";
+import { wroteSince } from "../db/transactions.js";
 import { RESULT_LIMIT_BYTES, capText, textResult } from "./result.js";
 
 const parameters = Type.Object({
@@ -16,6 +17,8 @@ const parameters = Type.Object({
 export function createExecuteSqlTool(deps: {
   db: Database;
   limitBytes?: number;
+  /** The running turn's latest write (its saved tool calls), to ask whether the SQL wrote. */
+  lastWrite?: () => number | undefined;
 }): AgentTool<typeof parameters> {
   const limit = deps.limitBytes ?? RESULT_LIMIT_BYTES;
   return {
@@ -28,7 +31,10 @@ export function createExecuteSqlTool(deps: {
     async execute(_id, params) {
       // SQL errors are thrown: the model sees them as a failed tool call and can fix the query.
       const results = await deps.db.executeScript(params.query);
-      return textResult(formatResults(results, limit));
+      // `wrote: false` tells the turn that its copies of the conversation and the knowledge hold.
+      const since = deps.lastWrite?.();
+      const wrote = since === undefined ? undefined : await wroteSince(deps.db, since).catch(() => undefined);
+      return textResult(formatResults(results, limit), { wrote });
     },
   };
 }

@@ -19,6 +19,7 @@ import { createTextToSpeechTool } from "./text-to-speech.js";
 import { CHANNEL_SOURCES } from "../audience.js";
 import { CHANNELS } from "../channels/registry.js";
 import { createWebFetchTool } from "./web-fetch.js";
+import { ON_DEMAND_TOOLS, createLoadToolsTool } from "./load-tools.js";
 import { createWebSearchTool } from "./web-search.js";
 import { createSendMessageTool, type SendToolDeps } from "./send-message.js";
 import type { AnyAgentTool } from "./result.js";
@@ -46,6 +47,8 @@ export interface ToolContext {
   modelPost: JsonPost;
   /** Budget checks and usage records for tools that call a model of their own. */
   modelCallMeter?: (kind: "web_search" | "web_fetch") => ModelCallMeter;
+  /** The running turn's latest write of its conversation (`CurrentTurn.lastWrite`). */
+  lastWrite?: () => number | undefined;
   /** The owner's identity per channel (from `[owner]`). */
   ownerIds: { telegram?: string | undefined; signal?: string | undefined };
 }
@@ -85,8 +88,8 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
   if (config.coder) {
     conditional.push(createRequestCodingTaskTool({ coder: ctx.coder, pluginRunner: ctx.pluginRunner }));
   }
-  return [
-    createExecuteSqlTool({ db }),
+  const tools: AnyAgentTool[] = [
+    createExecuteSqlTool({ db, lastWrite: ctx.lastWrite }),
     createManageKnowledgeTool({ db }),
     createDbSearchTool({ db, currentAgentId: ctx.messaging.currentAgentId }),
     createManageCronTool({ db, timezone: ctx.timezone, scheduler: ctx.scheduler }),
@@ -114,4 +117,8 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     }),
     ...conditional,
   ];
+  // Rarely used tools are described only once a conversation loads them (agent/request-shape.ts).
+  const onDemand = tools.map((tool) => tool.name).filter((name) => name in ON_DEMAND_TOOLS);
+  if (config.toolsOnDemand && onDemand.length > 0) tools.push(createLoadToolsTool(onDemand));
+  return tools;
 }
