@@ -55,7 +55,7 @@ export interface TurnDeps {
   /** Told of every answer the model gave (its usage and cost), in order. Must not throw. */
   onModelCall?: (inboxId: number, message: AssistantMessage) => void;
   /** Told after every tool call (caches a tool may have made stale). Must not throw. */
-  afterTool?: (name: string, args: unknown, details: unknown) => void;
+  afterTool?: (name: string, args: unknown) => void;
   /** Told what the turn writes and runs as it happens (its sender may be following). */
   progress?: (inboxId: number, event: TurnProgressEvent) => void;
 }
@@ -208,7 +208,7 @@ export class TurnEngine {
       transformContext: async (context) => truncateToBudget(context, room, summaryBlock),
       // Tool output (a plugin printing binary) may hold text the database and the wire refuse.
       afterToolCall: async ({ toolCall, args, result }) => {
-        deps.afterTool?.(toolCall.name, args, result.details);
+        deps.afterTool?.(toolCall.name, args);
         return { content: sanitizeDeep(result.content) };
       },
     });

@@ -118,8 +118,13 @@ export function wireTurn(options: {
     onProviderError: options.login.onProviderError,
     redactors: { manage_plugins: redactManagePluginsArguments },
     refuseModelCall: usage.refuseModelCall,
-    afterTool: (name: string, args: unknown, details: unknown) =>
-      staleAfterTool(name, args, details, { conversations: () => turns.conversations, systemPrompt, inbox }),
+    afterTool: (name: string, args: unknown) =>
+      staleAfterTool(name, args, {
+        conversations: () => turns.conversations,
+        systemPrompt,
+        inbox,
+        currentTurn: options.currentTurn,
+      }),
     onModelCall: usage.recordTurnCall,
     progress: (inboxId: number, event: TurnProgressEvent) => progress.report(inboxId, event),
   };
@@ -232,25 +237,25 @@ export function wireTurn(options: {
 
 /**
  * What a tool call may have changed behind the in-memory copies: SQL on the conversation (checked
- * against its rows' versions before its next use), the knowledge tables or the inbox's sequence;
- * the knowledge tool; a plugin installed or removed.
+ * against its rows' versions before its next use, unless the turn's next write shows the SQL
+ * wrote nothing: `CurrentTurn.sqlRan`), the knowledge tables or the inbox's sequence; the
+ * knowledge tool; a plugin installed or removed.
  */
 function staleAfterTool(
   name: string,
   args: unknown,
-  details: unknown,
   caches: {
     conversations: () => ConversationStore[];
     systemPrompt: SystemPromptCache<unknown>;
     inbox: InboxStore;
+    currentTurn: CurrentTurn;
   },
 ): void {
   if (name === "execute_sql") {
-    // The database said the SQL wrote nothing at all (`wrote: false`): every copy still holds.
-    if ((details as { wrote?: boolean } | undefined)?.wrote !== false) {
+    caches.currentTurn.sqlRan(() => {
       for (const conversation of caches.conversations()) conversation.recheck();
       caches.systemPrompt.recheck("knowledge");
-    }
+    });
     // The id drawn ahead for the next message may no longer be free (a sequence reset).
     const sql = String((args as { query?: unknown } | undefined)?.query ?? "");
     if (/\binbox\b/i.test(sql)) caches.inbox.forgetAhead();

@@ -2,7 +2,6 @@ import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
 import type { Database, StatementResult } from "../db/database.js";
-import { wroteSince } from "../db/transactions.js";
 import { RESULT_LIMIT_BYTES, capText, textResult } from "./result.js";
 
 const parameters = Type.Object({
@@ -17,8 +16,6 @@ const parameters = Type.Object({
 export function createExecuteSqlTool(deps: {
   db: Database;
   limitBytes?: number;
-  /** The running turn's latest write (its saved tool calls), to ask whether the SQL wrote. */
-  lastWrite?: () => number | undefined;
 }): AgentTool<typeof parameters> {
   const limit = deps.limitBytes ?? RESULT_LIMIT_BYTES;
   return {
@@ -31,10 +28,7 @@ export function createExecuteSqlTool(deps: {
     async execute(_id, params) {
       // SQL errors are thrown: the model sees them as a failed tool call and can fix the query.
       const results = await deps.db.executeScript(params.query);
-      // `wrote: false` tells the turn that its copies of the conversation and the knowledge hold.
-      const since = deps.lastWrite?.();
-      const wrote = since === undefined ? undefined : await wroteSince(deps.db, since).catch(() => undefined);
-      return textResult(formatResults(results, limit), { wrote });
+      return textResult(formatResults(results, limit));
     },
   };
 }

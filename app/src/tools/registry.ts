@@ -47,8 +47,6 @@ export interface ToolContext {
   modelPost: JsonPost;
   /** Budget checks and usage records for tools that call a model of their own. */
   modelCallMeter?: (kind: "web_search" | "web_fetch") => ModelCallMeter;
-  /** The running turn's latest write of its conversation (`CurrentTurn.lastWrite`). */
-  lastWrite?: () => number | undefined;
   /** The owner's identity per channel (from `[owner]`). */
   ownerIds: { telegram?: string | undefined; signal?: string | undefined };
 }
@@ -89,7 +87,7 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     conditional.push(createRequestCodingTaskTool({ coder: ctx.coder, pluginRunner: ctx.pluginRunner }));
   }
   const tools: AnyAgentTool[] = [
-    createExecuteSqlTool({ db, lastWrite: ctx.lastWrite }),
+    createExecuteSqlTool({ db }),
     createManageKnowledgeTool({ db }),
     createDbSearchTool({ db, currentAgentId: ctx.messaging.currentAgentId }),
     createManageCronTool({ db, timezone: ctx.timezone, scheduler: ctx.scheduler }),

@@ -48,7 +48,6 @@ export function wireTools(options: {
     ownerIds: channels.ownerIds,
     modelPost: options.modelPost,
     modelCallMeter: options.usage.toolMeter,
-    lastWrite: () => currentTurn.lastWrite,
     messaging: {
       allowlist: channels.allowlist,
       areas: options.areas,
