@@ -125,6 +125,12 @@ export class Lifecycle {
     return this.lock.run(async () => {
       await this.refuseMcpServer(name);
       const dir = await this.existingDir(name);
+      if ((await this.deps.formats.detect(dir))?.id === "osaurus") {
+        throw new DomainError(
+          "invalid",
+          `Plugin "${name}" is an Osaurus package: remove it and install its new <plugin_id>-<version>.zip.`,
+        );
+      }
       const source = this.deps.sources.get(name);
       if (source) return this.updateFolder(name, dir, source);
       if (!(await pathExists(join(dir, ".git")))) {

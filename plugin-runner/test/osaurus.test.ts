@@ -230,6 +230,9 @@ describe.each(sandboxModes())("Osaurus plugins (%s sandbox)", (mode, plainSandbo
     const nolib = await t.request("POST", "/install", { url: `${server.url}/test.nolib${suffix}-1.0.0.zip` });
     expect(nolib.status).toBe(400);
     expect(nolib.body.error).toMatch(/holds no plugin library/);
+    const update = await t.request("POST", "/update", { name: echo });
+    expect(update.status).toBe(400);
+    expect(update.body.error).toMatch(/is an Osaurus package: remove it and install its new/);
     for (const bad of ["badname.zip", `test.badver${suffix}-1.0.zip`]) {
       const refused = await t.request("POST", "/install", { url: `${server.url}/${bad}` });
       expect(refused.status).toBe(400);
