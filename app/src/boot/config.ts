@@ -109,7 +109,15 @@ export const configSchema = z
       })
       .optional(),
     /** Read by the launcher for the plugin-runner (see config.example.toml). */
-    plugins: z.strictObject({ allowWithoutNetworkCut: z.boolean().default(false) }).optional(),
+    plugins: z
+      .strictObject({
+        allowWithoutNetworkCut: z.boolean().default(false),
+        /** Trusted minisign public keys for Osaurus packages (base64, `RW…`). */
+        osaurusTrustedKeys: z
+          .array(z.string().regex(/^[A-Za-z0-9+/]{56}$/, "must be a minisign public key (RW…)"))
+          .default([]),
+      })
+      .optional(),
     /** The owner's MCP servers, handed to the plugin-runner (see boot/mcp-servers.ts). */
     mcpServers: mcpServersSchema.optional(),
   })

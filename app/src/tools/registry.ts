@@ -96,6 +96,7 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     createManageUploadsTool({ areas }),
     createManagePluginsTool({
       pluginRunner: ctx.pluginRunner,
+      areas,
       details: ctx.details,
       canCreate: config.coder !== undefined,
     }),
