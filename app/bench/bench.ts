@@ -15,9 +15,11 @@
  *    one holding only the same recent conversation.
  * 5. The plugin-runner's own figures and what run_plugin_tool adds to a spawn.
  * 6. Start while writing: turns on an idle queue with `[queue] startWhileWriting` on and off.
+ * 7. First start: `npm start` on an empty embedded database and a later one, time and memory
+ *    (`first-start.ts`; BENCH_ONLY=firststart).
  *
  * Sections 1, 2 and 6 are in `turns.ts`. BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE, BENCH_SCALE_ROUNDS (9),
- * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
+ * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing, firststart) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
  * bench may create databases on (without one, only PGlite is measured).
  */
 import { readFileSync } from "node:fs";
@@ -47,6 +49,7 @@ import {
 import { benchRunPluginTool } from "./plugin-tool.js";
 import { launchProduct } from "./product.js";
 import { DATABASES, environment, type DbKind } from "./setup.js";
+import { firstStart } from "./first-start.js";
 import { startWhileWriting, turnsAndStartUp } from "./turns.js";
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
@@ -57,7 +60,7 @@ const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
  */
 const SCALE_ROUNDS = Number(process.env.BENCH_SCALE_ROUNDS ?? 9);
 const SCALE_TURNS = 40;
-const ONLY = new Set((process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins,writing").split(","));
+const ONLY = new Set((process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins,writing,firststart").split(","));
 
 // ---------------------------------------------------------------------------------------------
 // 3: bytes to the model
@@ -404,6 +407,7 @@ try {
   if (ONLY.has("scale")) sections.push(await historyAtScale(fake));
   if (ONLY.has("plugins")) sections.push(await pluginFigures());
   if (ONLY.has("writing")) sections.push(await startWhileWriting(fake));
+  if (ONLY.has("firststart")) sections.push(await firstStart(fake));
 } finally {
   await fake.close();
   await caching.close();
