@@ -91,8 +91,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   restrictUmask();
   if (ensureConfigFile(paths.configPath, findFile("config.example.toml"))) {
     logger.warn(
-      `First run: wrote ${paths.configPath} with a generated password. Add your LLM provider key ` +
-        `(apiKey = "...") to that file and restart. The password is in the file.`,
+      `First run: wrote ${paths.configPath} with a generated password. Set your LLM provider on the ` +
+        `Settings page (/settings), or add its key (apiKey = "...") to that file and restart. The password is in the file.`,
     );
   }
   const config = loadConfig(paths.configPath);

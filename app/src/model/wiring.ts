@@ -51,7 +51,8 @@ export async function wireModel(options: {
   const notConfigured =
     oauth || startKey
       ? undefined
-      : `The assistant has no LLM provider key yet. Add apiKey = "..." (or authFile) to ${configPath} and restart.`;
+      : `The assistant has no LLM provider key yet. Set one on the Settings page (/settings), or add ` +
+        `apiKey = "..." (or authFile) to ${configPath} and restart.`;
   if (notConfigured) logger.warn(notConfigured);
   const wing: ModelWing = {
     model,
