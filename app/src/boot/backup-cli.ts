@@ -7,6 +7,9 @@
  * there, a backup is asked of it (it takes it without stopping) and a restore is refused; while
  * it is stopped, both hold the data directory's lock, so it cannot start meanwhile. Backups go to
  * --dir, else $BACKUP_DIR, else $DATA_DIR/backups.
+ *
+ * A full backup (the Settings page's download, db/full-backup.ts) is recognised by its manifest
+ * and restored whole into $DATA_DIR, whichever database this machine uses.
  */
 import { spawnSync } from "node:child_process";
 import { join, resolve } from "node:path";
