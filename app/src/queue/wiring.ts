@@ -70,7 +70,7 @@ export function wireTurn(options: {
   logger: Logger;
 }): TurnWing {
   const { config, db, timezone, model: wing, usage, tools, inbox, channels, logger } = options;
-  const { model, getApiKey, oauth, notConfigured } = wing;
+  const { model, getApiKey, oauth } = wing;
   const callModels = wing.client.callModels;
   const budget = tokenBudget(config.contextTokensK, model.contextWindow);
   // The conversation stays in memory between turns (read again after anything that may change it).
@@ -138,7 +138,7 @@ export function wireTurn(options: {
       get missingKeyMessage() {
         return oauth
           ? oauth.missingKeyMessage(model.provider, options.login.loginUrl)
-          : (notConfigured ?? "No API key for the configured provider.");
+          : (wing.notConfigured ?? "No API key for the configured provider.");
       },
     });
   const engine = engineOf({ conversation, tools: () => tools, systemPrompt: () => systemPrompt.get() });
