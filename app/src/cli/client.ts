@@ -11,6 +11,7 @@ import { basicAuthHeader, isMainModule } from "@stavrobot/common";
 import { followAnswers, type Following, type KeptAnswer } from "./live.js";
 import { readEvents } from "./sse.js";
 import { Screen } from "./screen.js";
+import { isOwnerConsole, shownSource } from "../audience.js";
 
 export const EXIT = { ok: 0, serverError: 1, usage: 2, unreachable: 3 } as const;
 
@@ -183,8 +184,7 @@ function formatAnswers(answers: KeptAnswer[]): string {
   return answers
     .map((answer) => {
       const about = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
-      const from =
-        answer.source && answer.source !== "cli" && answer.source !== "web" ? ` (${answer.source})` : "";
+      const from = answer.source && !isOwnerConsole(answer.source) ? ` (${shownSource(answer.source)})` : "";
       return `> ${about}${from}\n${answer.response}`;
     })
     .join("\n\n");

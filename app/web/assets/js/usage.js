@@ -101,7 +101,7 @@ function show(usage) {
   const turns = usage.turns.map((turn) => ({
     ...turn,
     when: formatDateTime(turn.at),
-    from: turn.plugin ? `${turn.source ?? ""} (${turn.plugin})` : (turn.source ?? "console"),
+    from: turn.plugin ? `${turn.source ?? ""} (${turn.plugin})` : (turn.source ?? "cli"),
   }));
   totalsTable(byId("turns"), turns, [
     ["when", "When"],
