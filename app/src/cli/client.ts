@@ -11,7 +11,6 @@ import { basicAuthHeader, isMainModule } from "@stavrobot/common";
 import { followAnswers, type Following, type KeptAnswer } from "./live.js";
 import { readEvents } from "./sse.js";
 import { Screen } from "./screen.js";
-import { isOwnerConsole, shownSource } from "../audience.js";
 
 export const EXIT = { ok: 0, serverError: 1, usage: 2, unreachable: 3 } as const;
 
@@ -184,7 +183,10 @@ function formatAnswers(answers: KeptAnswer[]): string {
   return answers
     .map((answer) => {
       const about = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
-      const from = answer.source && !isOwnerConsole(answer.source) ? ` (${shownSource(answer.source)})` : "";
+      // A firing's `cron:<id>` shows as `cron`: its text already names the entry. (The client
+      // imports nothing outside its folder, so this is not audience.ts's shownSource.)
+      const shown = answer.source?.startsWith("cron:") ? "cron" : answer.source;
+      const from = shown && shown !== "cli" && shown !== "web" ? ` (${shown})` : "";
       return `> ${about}${from}\n${answer.response}`;
     })
     .join("\n\n");
