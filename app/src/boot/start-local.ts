@@ -126,6 +126,9 @@ const siblings: Sibling[] = [
         PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
         PLUGIN_DATA_DIR: join(paths.dataDir, "plugin-data"),
         ...(config?.plugins?.allowWithoutNetworkCut ? { PLUGIN_ALLOW_WITHOUT_NETWORK_CUT: "1" } : {}),
+        ...(config?.plugins?.osaurusTrustedKeys.length
+          ? { PLUGIN_OSAURUS_TRUSTED_KEYS: config.plugins.osaurusTrustedKeys.join(",") }
+          : {}),
         PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
         // Tools find uv, python3, node and git where this launcher finds them.
         PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),
