@@ -233,7 +233,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       tell: channels.tell,
       channels,
       login: login.login,
-      usage: { db, meter: usage.meter, timezone },
+      usage: { db, meter: usage.meter, timezone, model: model.model },
+      schedule: { db, timezone, scheduler },
       web: {
         // For the admin UI's home page: the siblings this configuration uses, and the webhook's state.
         services: {

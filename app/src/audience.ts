@@ -24,15 +24,24 @@ export function isChannel(source: string | null): source is Channel {
   return source !== null && (CHANNEL_SOURCES as readonly string[]).includes(source);
 }
 
-/** The owner at a terminal or the web UI (no source means the CLI). */
+/** The owner at a terminal (`cli`, also what `POST /chat` without a source is stored as) or the web UI. */
 export function isOwnerConsole(source: string | null): boolean {
   return source === null || source === "cli" || source === "web";
+}
+
+/**
+ * A source as shown beside an answer: a firing's `cron:<id>` is shown as `cron` (its text already
+ * says "[Cron entry <id> has fired]"); every other source as it is.
+ */
+export function shownSource(source: string): string {
+  return source.startsWith("cron:") ? "cron" : source;
 }
 
 /** Sources that are services acting on their own: nobody waits for their answer. */
 export function startedByNobody(source: string | null): boolean {
   return (
     source === "cron" ||
+    (source?.startsWith("cron:") ?? false) ||
     source === "coder" ||
     source === "upload" ||
     source === "agent" ||

@@ -36,6 +36,7 @@ import { collectStatus, type StatusDeps } from "./web/status.js";
 import { addFullBackupRoutes, createBackupHandler } from "./routes/backup.js";
 import type { FullBackupSources } from "./db/full-backup.js";
 import { addProviderSettingsRoutes, type ProviderSettingsDeps } from "./routes/provider-settings.js";
+import { addScheduleRoutes, type ScheduleRouteDeps } from "./routes/schedule.js";
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   db: Database;
@@ -49,6 +50,8 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   /** The subscription login page's flows (`/login`). */
   login: LoginFlows;
   usage: UsageRouteDeps;
+  /** The Schedule page's API: the cron entries, their firings and what they cost. */
+  schedule: ScheduleRouteDeps;
   /** What the admin UI needs besides the routes' own dependencies. */
   web: WebDeps;
   /** What the doctor (`GET /health?deep=1`, the owner's) needs besides the database and the status. */
@@ -122,6 +125,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   addEventRoutes(external, { live: deps.live, inbox: deps.inbox, logger: deps.logger.child("events") });
   addLoginRoutes(external, deps.login);
   addUsageRoutes(external, deps.usage);
+  addScheduleRoutes(external, deps.schedule);
   addWebRoutes(external);
   addExplorerRoutes(external, deps.db);
   addStatusRoutes(external, status);

@@ -124,6 +124,18 @@ describe("the embedded database of a running app", () => {
     expect(history).toContain("Noted: the blue door.");
     expect(await app.stop()).toBe(0);
     app = undefined;
+
+    // Over the database now there (the README's `npm run restore -- <file> --force`): refused
+    // without --force, saying so; replaced with it, the old one kept beside it.
+    const archive = join(backupDir(), newest);
+    const refused = await runToExit([BACKUP_CLI, "restore", archive], restoredEnv, { timeoutMs: 120_000 });
+    expect(refused.code).toBe(1);
+    expect(refused.output).toContain("--force");
+    const forced = await runToExit([BACKUP_CLI, "restore", archive, "--force"], restoredEnv, {
+      timeoutMs: 120_000,
+    });
+    expect(forced.code).toBe(0);
+    expect(readdirSync(restoredDir).filter((name) => name.startsWith("pglite.replaced-"))).toHaveLength(1);
   }, 300_000);
 
   it("is backed up by npm run backup itself once the app is stopped", async () => {

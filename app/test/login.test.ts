@@ -118,21 +118,32 @@ describe("a subscription login (authFile)", () => {
     expect(oauth.tokenRequests.every((body) => body.refresh_token === "sk-ant-ort01-gone")).toBe(true);
   });
 
-  it("has a page behind the owner's password, with its own script, style and a plain warning", async () => {
+  it("is the Provider subscription page, with the navigation, behind the owner's password; /login leads there", async () => {
     expect((await fetch(`${base}/login`)).status).toBe(401);
     expect((await fetch(`${base}/login/events`)).status).toBe(401);
+    expect((await fetch(`${base}/settings/subscription`)).status).toBe(401);
+    // The address the assistant's messages and earlier versions give still works.
+    const old = await fetch(`${base}/login`, { headers: AUTH, redirect: "manual" });
+    expect(old.status).toBe(302);
+    expect(old.headers.get("location")).toBe("/settings/subscription");
     const page = await fetch(`${base}/login`, { headers: AUTH });
+    expect(page.url).toBe(`${base}/settings/subscription`);
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
     expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
     const html = await page.text();
+    expect(html).toContain("<title>Provider subscription · Stavrobot</title>");
     expect(html).toContain("forbid using the tokens of a subscription");
-    expect(html).toContain('<script src="/login/login.js"');
+    expect(html).toContain('<nav aria-label="Main">');
+    expect(html).toContain('<a href="/settings/subscription">Subscription</a>');
+    expect(html).not.toContain(">Login<");
+    expect(html).toContain('<script type="module" src="/assets/js/subscription.js"></script>');
     expect(html).not.toMatch(/<script>|<style>| on\w+=/);
-    const script = await fetch(`${base}/login/login.js`, { headers: AUTH });
-    expect(script.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    const script = await fetch(`${base}/assets/js/subscription.js`, { headers: AUTH });
+    expect(script.headers.get("content-type")).toMatch(/^text\/javascript/);
     expect(await script.text()).toContain('new EventSource("/login/events")');
-    expect((await fetch(`${base}/login/login.css`, { headers: AUTH })).status).toBe(200);
+    // The standalone page's own files are gone.
+    expect((await fetch(`${base}/login/login.js`, { headers: AUTH })).status).toBe(404);
   });
 
   it("refuses an answer when no login asks for one (409) and a malformed one (400)", async () => {

@@ -289,9 +289,9 @@ describe("npm start with a model pi-ai does not list", () => {
   }, 180_000);
 
   it.each([
-    ["contextWindow", 'contextWindow = "200k"\n', "expected number"],
-    ["maxTokens", "maxTokens = 1.5\n", "expected int"],
-    ["cost.input", 'cost = { input = "three" }\n', "expected number"],
+    ["contextWindow", 'contextWindow = "200k"\n', "must be a number, e.g. contextWindow = 30"],
+    ["maxTokens", "maxTokens = 1.5\n", "must be a whole number"],
+    ["cost.input", 'cost = { input = "three" }\n', "must be a number"],
     ["cost.cacheWrite", "cost = { cacheWrite = -1 }\n", "0 or more"],
   ])(
     "stops with exit code 78 naming %s when it is wrong",

@@ -121,6 +121,26 @@ describe("usage", () => {
       6,
     );
   });
+
+  it("names a message sent without a source cli, in the inbox and in its usage, and answers it as before", async () => {
+    fake.enqueue(textTurn("answered"));
+    const response = await fetch(`http://127.0.0.1:${app.port}/chat`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: basicAuthHeader(PASSWORD) },
+      body: JSON.stringify({ message: "no source given" }),
+    });
+    // The wire contract of POST /chat is unchanged: the same body, the same answer.
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ response: "answered" });
+    await settled(app);
+    const { rows } = await app.db.query<{ id: number; source: string | null }>(
+      "SELECT id, source FROM inbox WHERE payload->>'message' = 'no source given'",
+    );
+    expect(rows).toEqual([{ id: expect.any(Number), source: "cli" }]);
+    const report = await usage(app);
+    expect(report.turns.find((turn) => turn.inboxId === rows[0]?.id)).toMatchObject({ source: "cli" });
+    expect(report.bySource.map((row) => row.source)).not.toContain("turn");
+  });
 });
 
 describe("budgets", () => {

@@ -31,7 +31,7 @@ describe("pages", () => {
       expect(page.headers["cache-control"]).toBe("no-store");
       expect(page.text).toMatch(/^<!doctype html>/);
       expect(page.text).toContain('<link rel="stylesheet" href="/assets/style.css" />');
-      expect(page.text).toContain('href="/login"');
+      expect(page.text).toContain('href="/settings/subscription"');
       expect((await raw(t.app.port, "GET", path, { auth: null })).status).toBe(401);
     },
   );

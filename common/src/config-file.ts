@@ -4,11 +4,13 @@ import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import TOML from "@iarna/toml";
 import type { z } from "zod";
+import { describeConfigIssue } from "./config-issues.js";
 import { ConfigError } from "./errors.js";
 
 /**
  * Reads a TOML file and validates it with a zod schema. Errors name the file and the key:
- * `Invalid config in data/main/config.toml: key "provider": expected string`.
+ * `Invalid config in data/main/config.toml: key "modle" is not a setting: did you mean "model"?`
+ * (config-issues.ts words each problem).
  * The result is deep-frozen: config is parsed once at start-up and never changes after.
  */
 export function loadTomlConfig<T extends z.ZodType>(path: string, schema: T): Readonly<z.infer<T>> {
@@ -33,12 +35,10 @@ export function parseTomlConfig<T extends z.ZodType>(
     const detail = (error as Error).message.split("\n")[0];
     throw new ConfigError(`Invalid TOML in ${path}: ${detail}`);
   }
-  const result = schema.safeParse(raw);
+  // The values written are reported so a problem can say what kind of value it found (never the value).
+  const result = schema.safeParse(raw, { reportInput: true });
   if (!result.success) {
-    const problems = result.error.issues.map((issue) => {
-      const key = issue.path.map(String).join(".");
-      return key ? `key "${key}": ${issue.message}` : issue.message;
-    });
+    const problems = result.error.issues.map((issue) => describeConfigIssue(issue, schema));
     throw new ConfigError(`Invalid config in ${path}: ${problems.join("; ")}`);
   }
   return deepFreeze(result.data);

@@ -144,16 +144,20 @@ async function main(): Promise<void> {
     return `stored as ${stored.slice(stack.options.dir.length + 1)}`;
   });
 
-  await check("the web admin's pages ask for the password and serve the login page", async () => {
-    const anonymous = await stack.app("/", {}, false);
-    if (anonymous.status !== 401 || !/^Basic/i.test(anonymous.headers.get("www-authenticate") ?? ""))
-      throw new Error(`without the password / answered ${anonymous.status}`);
-    for (const path of ["/", "/login"]) {
-      const page = await stack.app(path);
-      const html = await page.text();
-      if (page.status !== 200 || !html.includes("<html")) throw new Error(`${path} answered ${page.status}`);
-    }
-  });
+  await check(
+    "the web admin's pages ask for the password and serve the subscription and schedule pages",
+    async () => {
+      const anonymous = await stack.app("/", {}, false);
+      if (anonymous.status !== 401 || !/^Basic/i.test(anonymous.headers.get("www-authenticate") ?? ""))
+        throw new Error(`without the password / answered ${anonymous.status}`);
+      for (const path of ["/", "/settings/subscription", "/schedule"]) {
+        const page = await stack.app(path);
+        const html = await page.text();
+        if (page.status !== 200 || !html.includes("<html"))
+          throw new Error(`${path} answered ${page.status}`);
+      }
+    },
+  );
 
   await check("the reminder fires and its answer is kept for the owner", async () => {
     await eventually("the reminder's turn", 120_000, async () =>

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { Logger } from "@stavrobot/common";
-import { isChannel } from "../audience.js";
+import { isChannel, type Channel } from "../audience.js";
 import { CHANNELS } from "../channels/registry.js";
 import type { Database } from "../db/database.js";
 
@@ -41,6 +41,8 @@ export class Allowlist {
     secret: string,
     readonly owner: OwnerIdentities,
     private readonly logger: Logger,
+    /** The channels configured in config.toml: the only lists the settings page shows. */
+    readonly channels: readonly Channel[] = [],
   ) {
     this.key = createHmac("sha256", secret).update("stavrobot allowlist v1").digest();
   }

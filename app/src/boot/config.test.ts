@@ -126,15 +126,15 @@ describe("loadConfig", () => {
   });
 
   it.each([
-    ["contextWindow", 'contextWindow = "200k"', "expected number"],
-    ["contextWindow", "contextWindow = 0", "expected number to be >0"],
-    ["maxTokens", "maxTokens = 1.5", "expected int"],
-    ["cost", 'cost = "cheap"', "expected object"],
-    ["cost.input", 'cost = { input = "3" }', "expected number"],
+    ["contextWindow", 'contextWindow = "200k"', "must be a number, e.g. contextWindow = 30 (it is text)"],
+    ["contextWindow", "contextWindow = 0", "must be more than 0"],
+    ["maxTokens", "maxTokens = 1.5", "must be a whole number"],
+    ["cost", 'cost = "cheap"', "must be a table"],
+    ["cost.input", 'cost = { input = "3" }', "must be a number"],
     ["cost.output", "cost = { output = -1 }", "US dollars per million tokens, 0 or more"],
-    ["cost.cacheRead", "cost = { cacheRead = nan }", "expected number"],
-    ["cost.cacheWrite", "cost = { cacheWrite = inf }", "expected number"],
-    ["cost", "cost = { inputs = 3 }", '"inputs"'],
+    ["cost.cacheRead", "cost = { cacheRead = nan }", "not a usable number"],
+    ["cost.cacheWrite", "cost = { cacheWrite = inf }", "not a usable number"],
+    ["cost.inputs", "cost = { inputs = 3 }", 'did you mean "input"?'],
   ])("a wrong %s is refused and named (%s)", (key, line, expected) => {
     const message = loadError(`${MINIMAL}${line}\n`);
     expect(message).toContain(`key "${key}"`);
@@ -147,15 +147,22 @@ describe("loadConfig", () => {
     expect(message).toContain("contextWindow (8192)");
   });
 
-  it("an unknown top-level key (a typo) is refused and named", () => {
+  it("an unknown top-level key (a typo) is refused and named, with the key it most likely meant", () => {
     const message = loadError(MINIMAL + 'modle = "oops"\n');
-    expect(message).toContain("modle");
+    expect(message).toContain('key "modle" is not a setting: did you mean "model"?');
   });
 
-  it("an unknown key inside a section is refused and named", () => {
+  it("an unknown key inside a section is refused and named, with the key it most likely meant", () => {
     const message = loadError(MINIMAL + "[queue]\nmaxRetry = 1\n");
-    expect(message).toContain("maxRetry");
-    expect(message).toContain('key "queue"');
+    expect(message).toContain('key "queue.maxRetry" is not a setting in [queue]: did you mean "maxRetries"?');
+  });
+
+  it("says what to write, without the validator's jargon", () => {
+    const message = loadError('passwrd = "correct-horse"\nthinkingLevel = "hgh"\n');
+    expect(message).toContain('key "model" is missing: add model = "…"');
+    expect(message).toContain('key "passwrd" is not a setting: did you mean "password"?');
+    expect(message).toContain('(it is "hgh"); did you mean "high"?');
+    expect(message).not.toMatch(/ZodError|invalid_type|received undefined|expected string/);
   });
 
   it.each([
@@ -295,8 +302,7 @@ account = "+15555550123"
 
   it("an unknown key inside an optional section is refused", () => {
     const message = loadError(MINIMAL + '[coder]\nmodel = "sonnet"\nmodle = "x"\n');
-    expect(message).toContain("modle");
-    expect(message).toContain('key "coder"');
+    expect(message).toContain('key "coder.modle" is not a setting in [coder]: did you mean "model"?');
   });
 });
 

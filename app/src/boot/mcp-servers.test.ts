@@ -58,8 +58,9 @@ describe("[mcpServers] in config.toml", () => {
 
   it("an unknown key of a server is refused, naming it and the server", () => {
     const message = loadError('[mcpServers.memory]\ncommand = "npx"\ntimeout = 5\n');
-    expect(message).toContain('"timeout"');
-    expect(message).toContain("mcpServers.memory");
+    expect(message).toContain(
+      'key "mcpServers.memory.timeout" is not a setting in [mcpServers.memory]: did you mean "timeoutSeconds"?',
+    );
   });
 
   it.each([

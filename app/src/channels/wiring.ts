@@ -77,11 +77,13 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     signal: config.signal ? ownerIds.signal : undefined,
   };
   const listOf = (id: string | undefined) => (id ? [id] : []);
+  const configured = Object.values(CHANNELS).filter((definition) => definition.configured(config));
   const allowlist = new Allowlist(
     db,
     deps.internalSecret,
     { telegram: listOf(ownerIds.telegram), signal: listOf(ownerIds.signal), whatsapp: [], email: [] },
     logger.child("allowlist"),
+    configured.map((definition) => definition.name),
   );
   const imported = await allowlist.importLegacyOnce({
     telegram: config.telegram?.allowedChatIds.map(String),
@@ -101,7 +103,6 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     webhookSecret: randomBytes(32).toString("base64url"),
     logger,
   };
-  const configured = Object.values(CHANNELS).filter((definition) => definition.configured(config));
   const channels: Partial<Record<Channel, ChannelSender>> = {};
   for (const definition of configured) {
     const sender = definition.sender(context);

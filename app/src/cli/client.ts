@@ -183,8 +183,10 @@ function formatAnswers(answers: KeptAnswer[]): string {
   return answers
     .map((answer) => {
       const about = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
-      const from =
-        answer.source && answer.source !== "cli" && answer.source !== "web" ? ` (${answer.source})` : "";
+      // A firing's `cron:<id>` shows as `cron`: its text already names the entry. (The client
+      // imports nothing outside its folder, so this is not audience.ts's shownSource.)
+      const shown = answer.source?.startsWith("cron:") ? "cron" : answer.source;
+      const from = shown && shown !== "cli" && shown !== "web" ? ` (${shown})` : "";
       return `> ${about}${from}\n${answer.response}`;
     })
     .join("\n\n");

@@ -263,6 +263,23 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX compactions_agent ON compactions (agent_id, id);
     `,
   },
+  {
+    version: 7,
+    name: "one name for the terminal's messages, and each cron firing named by its entry",
+    sql: `
+      -- The owner's terminal was stored as no source and shown as 'console' (Home) and 'turn'
+      -- (Usage); it is 'cli' everywhere now, as the CLI itself sends.
+      UPDATE inbox SET source = 'cli' WHERE source IS NULL;
+      -- A firing names its entry ('cron:<id>'), read back from the text the scheduler wrote.
+      UPDATE inbox
+        SET source = 'cron:' || substring(payload->>'message' from '^\\[Cron entry ([0-9]+) has fired\\]')
+        WHERE source = 'cron' AND payload->>'message' ~ '^\\[Cron entry [0-9]+ has fired\\]';
+      -- A turn's usage rows carry its source (compaction's have no turn, and keep none).
+      UPDATE usage SET source = inbox.source FROM inbox
+        WHERE usage.inbox_id = inbox.id AND inbox.source IS NOT NULL
+          AND (usage.source IS NULL OR usage.source = 'cron');
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

@@ -16,7 +16,9 @@ const MAX_NOTE_CHARS = 500;
 
 /**
  * `GET/PUT /api/settings/allowlist` (owner's password): the reference's shapes. Telegram ids are
- * numbers on the wire; the owner's identities always appear and cannot be removed.
+ * numbers on the wire; the owner's identities always appear and cannot be removed. GET also names
+ * the `channels` configured in config.toml: the page shows only their lists (and sends the others
+ * back as it read them, so nothing kept for a channel switched off is lost).
  */
 export function addAllowlistRoutes(router: Router, allowlist: Allowlist): void {
   router
@@ -45,6 +47,7 @@ async function view(allowlist: Allowlist): Promise<unknown> {
   return {
     allowlist: { ...lists, telegram: lists.telegram.map(telegramOnWire) },
     ownerIdentities: { ...allowlist.owner, telegram: allowlist.owner.telegram.map(telegramOnWire) },
+    channels: allowlist.channels,
   };
 }
 

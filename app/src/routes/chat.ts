@@ -19,7 +19,7 @@ import { isDatabaseUnavailable } from "../db/database.js";
 import { retryLater } from "./outage.js";
 import type { Allowlist } from "../allowlist/allowlist.js";
 import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
-import { CHANNEL_SOURCES, isOwnerConsole } from "../audience.js";
+import { CHANNEL_SOURCES, isOwnerConsole, shownSource } from "../audience.js";
 import { describePluginRun } from "../plugins/result.js";
 import { NotReadyError, takeMessage, type IntakeDeps, type Taken } from "../queue/intake.js";
 import type { MessageQueue } from "../queue/queue.js";
@@ -70,7 +70,8 @@ export function createChatHandler(deps: ChatDeps): Handler {
 function chatHandler(deps: ChatDeps): Handler {
   return async ({ req, res }) => {
     const body = await readValidJson(req, CHAT_BODY_LIMIT_BYTES, chatRequestSchema);
-    const source = body.source ?? null;
+    // A message sent without a source is the owner's at a terminal: one name for it everywhere.
+    const source = body.source ?? "cli";
     const sender = body.sender ?? null;
     // Answers kept from here on, while the message waits, may reach an open console at once.
     const sinceSubmit = deps.live.latest;
@@ -252,7 +253,7 @@ function withMissedReplies(reply: string, missed: UnseenAnswer[]): string {
 export function formatPendingAnswers(answers: UnseenAnswer[]): string {
   const earlier = answers.map((answer) => {
     const first = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
-    const from = answer.source && !isOwnerConsole(answer.source) ? ` (${answer.source})` : "";
+    const from = answer.source && !isOwnerConsole(answer.source) ? ` (${shownSource(answer.source)})` : "";
     return `> ${first}${from}\n${answer.response}`;
   });
   return `Replies to earlier messages that did not reach you:\n\n${earlier.join("\n\n")}`;

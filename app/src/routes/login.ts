@@ -1,22 +1,10 @@
-import { readFile } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
-import { join } from "node:path";
-import { readValidJson, type Reply, type Router } from "@stavrobot/common";
+import { readValidJson, type Router } from "@stavrobot/common";
 import { z } from "zod";
 import type { LoginEvent, LoginFlows } from "../auth/login-flow.js";
-import { WEB_DIR } from "../web/pages.js";
 
-/** The page's own files (until the web UI's `/assets/` route serves them). */
-const FILES: Record<string, string> = {
-  "login.html": "text/html; charset=utf-8",
-  "login.js": "text/javascript; charset=utf-8",
-  "login.css": "text/css; charset=utf-8",
-};
-
-/** The page runs only its own script and style, talks only to this site, and is never framed. */
-const PAGE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
-  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/** The admin UI's page for it (`app/web/pages/subscription.html`, with the navigation). */
+export const SUBSCRIPTION_PAGE = "/settings/subscription";
 
 const respondSchema = z.strictObject({ value: z.string().max(8192) });
 
@@ -24,25 +12,17 @@ const respondSchema = z.strictObject({ value: z.string().max(8192) });
 const HEARTBEAT_MS = 15_000;
 
 /**
- * The subscription login, behind the owner's password like every page:
- * - `GET /login`: the page (`app/web/login.html`, with `login.js` and `login.css` beside it);
+ * Signing in to the provider with a subscription, behind the owner's password like every page:
+ * - `GET /login`: the address earlier versions and the assistant's messages give, sent on to the
+ *   Provider subscription page (`/settings/subscription`, one of the admin UI's pages);
  * - `GET /login/events`: Server-Sent Events of the running login (started if none runs): `start`,
  *   `auth`, `prompt`, `progress`, then `success` or `failure`; a page that reconnects first gets
  *   the state so far;
  * - `POST /login/respond {value}`: answers the open prompt (409 when there is none).
  */
-export function addLoginRoutes(router: Router, flows: LoginFlows, webDir = WEB_DIR): void {
-  const file = (name: string) => async (): Promise<Reply> => ({
-    body: await readFile(join(webDir, name)),
-    headers: {
-      "Content-Type": FILES[name] as string,
-      ...(name.endsWith(".html") ? { "Content-Security-Policy": PAGE_CSP } : {}),
-    },
-  });
+export function addLoginRoutes(router: Router, flows: LoginFlows): void {
   router
-    .get("/login", file("login.html"))
-    .get("/login/login.js", file("login.js"))
-    .get("/login/login.css", file("login.css"))
+    .get("/login", () => ({ status: 302, headers: { Location: SUBSCRIPTION_PAGE } }))
     .get("/login/events", ({ res }) => {
       streamLogin(flows, res);
       return undefined;

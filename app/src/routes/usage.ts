@@ -6,6 +6,8 @@ export interface UsageRouteDeps {
   db: Queryable;
   meter: UsageMeter;
   timezone: string;
+  /** The assistant's model and its prices (US$ per million tokens), as the meter counts them. */
+  model?: { id: string; cost: Readonly<Record<"input" | "output" | "cacheRead" | "cacheWrite", number>> };
 }
 
 interface Totals {
@@ -40,7 +42,8 @@ function numbers<T extends Totals>(row: T): T {
 
 /**
  * `GET /api/usage` (owner's password): tokens and cost per day (the last 30, the owner's time
- * zone), per source, per plugin and per turn, and how much of each budget is spent.
+ * zone), per source, per plugin and per turn, how much of each budget is spent, and whether the
+ * assistant's model has a price at all (`model: {id, priced}`).
  */
 export function addUsageRoutes(router: Router, deps: UsageRouteDeps): void {
   router.get("/api/usage", async () => {
@@ -88,8 +91,14 @@ export function addUsageRoutes(router: Router, deps: UsageRouteDeps): void {
       );
     }
     const spent = meter.spent();
+    const prices = deps.model?.cost;
     return {
       json: {
+        // Unpriced (a model pi-ai does not list, at a custom endpoint, without `cost`): its calls
+        // count as $0 and no budget stops them; the page says so rather than let $0 look measured.
+        model: deps.model
+          ? { id: deps.model.id, priced: Object.values(prices ?? {}).some((price) => price > 0) }
+          : null,
         budgets: {
           daily: { limitUsd: meter.limits.daily ?? null, spentUsd: spent.daily },
           monthly: { limitUsd: meter.limits.monthly ?? null, spentUsd: spent.monthly },

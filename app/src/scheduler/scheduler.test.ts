@@ -64,7 +64,7 @@ describe("Scheduler", () => {
     expect(accepted).toHaveLength(0);
     await advance(clock, s, 30_000);
     expect(accepted).toHaveLength(1);
-    expect(accepted[0]?.source).toBe("cron");
+    expect(accepted[0]?.source).toBe(`cron:${id}`);
     expect(accepted[0]?.payload.message).toBe(cronMessage({ id, note: "call mum" }));
     expect((await db.query("SELECT 1 FROM cron_entries")).rows).toHaveLength(0);
     await advance(clock, s, 10 * MINUTE);
@@ -74,7 +74,11 @@ describe("Scheduler", () => {
 
   it("fires a recurring entry on schedule in the owner's time zone, and never twice for one time across a restart", async () => {
     // 10:00 in Berlin is 09:00 UTC in November.
-    await createCronEntry(db, { cronExpression: "0 10 * * *", fireAt: null, note: "stand-up" });
+    const standUp = await createCronEntry(db, {
+      cronExpression: "0 10 * * *",
+      fireAt: null,
+      note: "stand-up",
+    });
     const clock = new ManualClock(T0);
     const accepted: InboxEntry[] = [];
     const first = scheduler(clock, accepted);
@@ -99,7 +103,7 @@ describe("Scheduler", () => {
     // The next day it fires again.
     await advance(earlier, third, 24 * 60 * MINUTE);
     expect(accepted).toHaveLength(2);
-    expect((await inboxRows()).map((row) => row.source)).toEqual(["cron", "cron"]);
+    expect((await inboxRows()).map((row) => row.source)).toEqual([`cron:${standUp}`, `cron:${standUp}`]);
     third.stop();
   });
 

@@ -151,7 +151,9 @@ export class Scheduler {
         : await tx.query("DELETE FROM cron_entries WHERE id = $1 AND fire_at = $2", [entry.id, entry.fireAt]);
       if (claimed.rowCount === 0) return undefined; // Changed, deleted or already fired meanwhile.
       const inbox = (this.deps.inbox ?? new InboxStore(this.deps.db)).within(tx);
-      return (await inbox.add("cron", null, { message: cronMessage(entry), attachments: [] })).entry;
+      // The source names the entry (`cron:<id>`): the Schedule page finds each entry's last result and cost by it.
+      const source = `cron:${entry.id}`;
+      return (await inbox.add(source, null, { message: cronMessage(entry), attachments: [] })).entry;
     });
     if (!saved) return;
     this.deps.logger.info("cron entry fired", {

@@ -21,7 +21,7 @@ const parameters = Type.Object({
   note: Type.Optional(Type.String({ description: "What to do when it fires." })),
 });
 
-const HELP = `manage_cron schedules messages to yourself. When an entry fires you receive a message with Source "cron" carrying its note, and you act on it (send the owner a reminder, update a memory...).
+const HELP = `manage_cron schedules messages to yourself. When an entry fires you receive a message with Source "cron:<id>" carrying its note, and you act on it (send the owner a reminder, update a memory...).
 Actions:
 - create {note, schedule | fire_at}: exactly one of schedule (a cron expression: minute hour day-of-month month day-of-week, e.g. "0 9 * * 1-5" for 9:00 on weekdays) or fire_at (an ISO date-time, e.g. "2026-12-24T18:00"; without an offset it is in the owner's time zone). A one-shot entry is deleted once it fires.
 - update {id, schedule | fire_at, note}: change the schedule (setting one clears the other) and/or the note.

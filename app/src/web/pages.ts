@@ -24,6 +24,13 @@ export const UI_PAGES: readonly UiPage[] = [
   { path: "/settings/allowlist", file: "allowlist.html", title: "Allowlist", script: "allowlist.js" },
   { path: "/people", file: "people.html", title: "People", script: "people.js" },
   { path: "/usage", file: "usage.html", title: "Usage", script: "usage.js" },
+  { path: "/schedule", file: "schedule.html", title: "Schedule", script: "schedule.js" },
+  {
+    path: "/settings/subscription",
+    file: "subscription.html",
+    title: "Provider subscription",
+    script: "subscription.js",
+  },
 ];
 
 /**

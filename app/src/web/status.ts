@@ -112,12 +112,12 @@ async function queueStatus(deps: StatusDeps): Promise<QueueStatus> {
 }
 
 /**
- * Messages received, in total and by where they came from: `console` for the CLI without a source,
+ * Messages received, in total and by where they came from: `cli` for the owner's terminal,
  * and one entry per kind of source (`plugin:weather/forecast` counts as `plugin`).
  */
 async function messageCounts(db: Queryable): Promise<AppStatus["messages"]> {
   const { rows } = await db.query<{ source: string; n: number | string }>(
-    `SELECT coalesce(split_part(source, ':', 1), 'console') AS source, count(*) AS n
+    `SELECT coalesce(split_part(source, ':', 1), 'cli') AS source, count(*) AS n
      FROM inbox GROUP BY 1 ORDER BY 2 DESC, 1`,
   );
   const bySource = rows.map((row) => ({ source: row.source, count: Number(row.n) }));

@@ -62,7 +62,13 @@ describeInBrowser("the plugin manager in Chromium", () => {
     await screenshot(page, "plugins-installing");
     t.releaseInit();
     await page.locator('[data-step="done"][data-state="done"]').waitFor();
-    expect(await page.textContent("#install-message")).toContain(`Plugin "${t.plugin}" installed.`);
+    // Written for the person reading it: what happened and what is left to do, not the model's orders.
+    const told = (await page.textContent("#install-message")) ?? "";
+    expect(told).toContain(`Installed ${t.plugin} (a Stavrobot plugin).`);
+    expect(told).toContain(
+      "Before the assistant can use it, fill in api_key (Weather API key) in its settings below.",
+    );
+    expect(told).not.toMatch(/relay|verbatim|do not follow|the owner/);
     expect(await page.textContent("#install-output")).toBe("weather data downloaded");
     await card().locator('[data-config-key="api_key"]').waitFor();
     // Plugin-authored instructions are text: their markup is shown, not obeyed.

@@ -207,7 +207,10 @@ export const installResponseSchema = z.object({
   warnings: z.array(z.string()).optional(),
   /** The plugin's format (absent from older runners: Stavrobot). */
   format: z.enum(PLUGIN_FORMATS).optional(),
+  /** For the model: what happened, what to relay to the owner and what not to obey. */
   message: z.string(),
+  /** For a person (the Plugins page): what happened and what they still have to do, and where. */
+  summary: z.string().optional(),
 });
 export type InstallResponse = z.infer<typeof installResponseSchema>;
 

@@ -1,6 +1,7 @@
-// The allowlist editor: one list per channel (an identifier and an optional note per entry), the
-// owner's identities shown but locked. Saving sends the four lists and the notes; the server
-// checks every entry and answers with what it stored.
+// The allowlist editor: one list per configured channel (an identifier and an optional note per
+// entry), the owner's identities shown but locked. Only the channels config.toml sets up are shown;
+// saving sends their lists as edited and every other list as it was read (nothing kept for a
+// channel switched off is lost). The server checks every entry and answers with what it stored.
 import { api } from "./lib/api.js";
 import { busy, byId, el, fill, showError } from "./lib/dom.js";
 
@@ -42,10 +43,31 @@ function entryRow(service, identifier, note, owner) {
   return row;
 }
 
-function render({ allowlist, ownerIdentities }) {
+/** What the server answered last: the lists of the channels not shown go back unchanged. */
+let stored = { allowlist: {}, channels: [] };
+
+const shown = () => SERVICES.filter((service) => stored.channels.includes(service.id));
+
+function render(answer) {
+  stored = answer;
+  const { allowlist, ownerIdentities } = answer;
+  byId("allowlist-save").hidden = shown().length === 0;
+  if (shown().length === 0) {
+    fill(
+      byId("services"),
+      el("p", {
+        class: "muted",
+        id: "no-channels",
+        text:
+          "No channel is configured, so nobody but you can write to the assistant. Add a [telegram] or " +
+          "[signal] section to config.toml (see config.example.toml) and restart; its list appears here.",
+      }),
+    );
+    return;
+  }
   fill(
     byId("services"),
-    SERVICES.map((service) => {
+    shown().map((service) => {
       const owners = new Set(ownerIdentities[service.id].map(String));
       const add = () => {
         const row = entryRow(service, "", "", false);
@@ -82,6 +104,14 @@ function render({ allowlist, ownerIdentities }) {
 function collect() {
   const body = { notes: {} };
   for (const service of SERVICES) {
+    if (!stored.channels.includes(service.id)) {
+      body[service.id] = stored.allowlist[service.id] ?? [];
+      for (const entry of body[service.id]) {
+        const note = stored.allowlist.notes?.[String(entry)];
+        if (note) body.notes[String(entry)] = note;
+      }
+      continue;
+    }
     body[service.id] = [];
     for (const row of byId("services").querySelectorAll(`[data-service="${service.id}"] [data-entry]`)) {
       const identifier = row.querySelector("[name=identifier]").value.trim();

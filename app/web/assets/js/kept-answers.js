@@ -22,7 +22,10 @@ const SOURCES = {
 /** "Reminder", "Plugin radar/scan", … and what it answers (a reminder's note, a tool's result). */
 function describe(answer) {
   const source = answer.source ?? "";
-  const kind = source.startsWith("plugin:") ? `Plugin ${source.slice(7)}` : (SOURCES[source] ?? "Message");
+  // A firing names its entry (`cron:<id>`); it is a reminder like any other.
+  const kind = source.startsWith("plugin:")
+    ? `Plugin ${source.slice(7)}`
+    : (SOURCES[source.replace(/:.*$/, "")] ?? "Message");
   const about = (answer.message.split("\n")[0] ?? "")
     .replace(/^\[Cron entry \d+ has fired\] /, "")
     .slice(0, 200);

@@ -46,7 +46,8 @@ export async function watchInstall(url, ui) {
         const result = job.result;
         fill(
           ui.message,
-          result.message,
+          // The summary is written for the owner; `message` is the model's (older runners send only it).
+          result.summary ?? result.message,
           result.instructions ? el("pre", { class: "small", text: result.instructions }) : null,
         );
         return result;

@@ -79,6 +79,14 @@ function totalsTable(table, rows, first) {
 }
 
 function show(usage) {
+  if (usage.model && !usage.model.priced) {
+    const note = byId("unpriced");
+    note.textContent =
+      `Your model (${usage.model.id}) has no price: pi-ai does not list it and config.toml sets no cost, ` +
+      "so its calls count as $0.00 here and no budget stops them. That is right for a model on your own " +
+      "machine; for a paid service, set cost in config.toml (US dollars per million tokens) to count it.";
+    note.hidden = false;
+  }
   fill(
     byId("budgets"),
     budgetCard("daily", usage.budgets.daily),
@@ -101,7 +109,7 @@ function show(usage) {
   const turns = usage.turns.map((turn) => ({
     ...turn,
     when: formatDateTime(turn.at),
-    from: turn.plugin ? `${turn.source ?? ""} (${turn.plugin})` : (turn.source ?? "console"),
+    from: turn.plugin ? `${turn.source ?? ""} (${turn.plugin})` : (turn.source ?? "cli"),
   }));
   totalsTable(byId("turns"), turns, [
     ["when", "When"],

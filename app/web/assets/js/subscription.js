@@ -1,6 +1,6 @@
-// The login page: follows the running login over Server-Sent Events (/login/events) and sends the
-// answer to its question to /login/respond. Everything shown is set as text, never as HTML.
-"use strict";
+// The provider subscription page: follows the running sign-in over Server-Sent Events
+// (/login/events) and sends the answer to its question to /login/respond. Everything shown is set
+// as text, never as HTML.
 
 const $ = (id) => document.getElementById(id);
 
@@ -35,7 +35,7 @@ function end(message, ok) {
   done.className = ok ? "ok" : "error";
   show("done", true);
   show("again", !ok);
-  setStatus(ok ? "Done." : "The login did not complete.");
+  setStatus(ok ? "Done." : "The sign-in did not complete.");
 }
 
 const events = new EventSource("/login/events");
@@ -43,7 +43,7 @@ const events = new EventSource("/login/events");
 events.addEventListener("start", (event) => {
   const data = JSON.parse(event.data);
   providerName = data.name;
-  setStatus(`Logging in to ${providerName}.`);
+  setStatus(`Signing in to ${providerName}.`);
 });
 
 events.addEventListener("auth", (event) => {
@@ -51,7 +51,7 @@ events.addEventListener("auth", (event) => {
   const link = $("auth-link");
   const url = safeUrl(data.url);
   if (url) link.href = url;
-  link.textContent = `Open the ${providerName} login page`;
+  link.textContent = `Open the ${providerName} sign-in page`;
   $("auth-instructions").textContent = data.instructions ?? "";
   show("auth", true);
 });
@@ -75,7 +75,7 @@ events.addEventListener("progress", (event) => {
 events.addEventListener("success", (event) => {
   events.close();
   const data = JSON.parse(event.data);
-  end(`Logged in to ${data.name}. The assistant uses this login from its next message on.`, true);
+  end(`Signed in to ${data.name}. The assistant uses this subscription from its next message on.`, true);
 });
 
 events.addEventListener("failure", (event) => {
