@@ -5,6 +5,7 @@ import { MAIN_AGENT_ID } from "../db/messages.js";
 import type { Answer } from "../queue/endings.js";
 import { EMPTY_REPLY } from "../queue/replies.js";
 import type { Channel, DeliveryPayload, DeliveryStore } from "./store.js";
+import { notificationTitle } from "./titles.js";
 import type { DeliveryWorker } from "./worker.js";
 
 export interface AnswerDeps {
@@ -59,6 +60,7 @@ export class AnswerDelivery {
           message: entry.payload?.message ?? "",
           // As the queue saved it.
           response: sanitizeText(answer.kind === "reply" ? answer.text || EMPTY_REPLY : answer.text),
+          title: notificationTitle(entry),
         });
       }
       return;

@@ -91,8 +91,11 @@ function chatHandler(deps: ChatDeps): Handler {
             body.pluginResult && (await describePluginRun({ ...body.pluginResult, filesDir: deps.filesDir }));
           const message = [body.message, run?.text].filter((part) => part?.trim()).join("\n\n") || undefined;
           const images = run?.files.filter((file) => file.mimeType.startsWith("image/")) ?? [];
+          // How the owner's notification names it (its kind says which plugin).
+          const title =
+            body.pluginResult && `${body.pluginResult.tool ?? "Set-up"} ${run?.ok ? "finished" : "failed"}`;
           return {
-            payload: { message, attachments: [...attachments, ...written, ...images] },
+            payload: { message, attachments: [...attachments, ...written, ...images], title },
             discard: () => removeFiles(written),
           };
         },

@@ -151,7 +151,9 @@ export class Scheduler {
         : await tx.query("DELETE FROM cron_entries WHERE id = $1 AND fire_at = $2", [entry.id, entry.fireAt]);
       if (claimed.rowCount === 0) return undefined; // Changed, deleted or already fired meanwhile.
       const inbox = (this.deps.inbox ?? new InboxStore(this.deps.db)).within(tx);
-      return (await inbox.add("cron", null, { message: cronMessage(entry), attachments: [] })).entry;
+      // The note is the reminder as the owner knows it: their notification's title.
+      const payload = { message: cronMessage(entry), attachments: [], title: entry.note };
+      return (await inbox.add("cron", null, payload)).entry;
     });
     if (!saved) return;
     this.deps.logger.info("cron entry fired", {
