@@ -178,11 +178,11 @@ async function showKeptAnswers(
   );
 }
 
-/** Each answer under the first line of what it answers, and where that came from. */
+/** Each answer under its title (else the first line of what it answers), and where that came from. */
 function formatAnswers(answers: KeptAnswer[]): string {
   return answers
     .map((answer) => {
-      const about = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
+      const about = answer.title || answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
       const from =
         answer.source && answer.source !== "cli" && answer.source !== "web" ? ` (${answer.source})` : "";
       return `> ${about}${from}\n${answer.response}`;

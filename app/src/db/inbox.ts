@@ -365,6 +365,7 @@ export class InboxStore {
       source: row.source,
       message: row.payload.message ?? "",
       response: row.response,
+      ...(row.payload.title ? { title: row.payload.title } : {}),
     }));
   }
 

@@ -251,10 +251,13 @@ function withMissedReplies(reply: string, missed: UnseenAnswer[]): string {
   return `${formatPendingAnswers(missed)}\n\n---\n\n${reply}`;
 }
 
-/** Answers the owner has not seen, each under the first line of what it answers and where that came from. */
+/**
+ * Answers the owner has not seen, each under its title in the owner's words (else the first line of
+ * what it answers) and where that came from.
+ */
 export function formatPendingAnswers(answers: UnseenAnswer[]): string {
   const earlier = answers.map((answer) => {
-    const first = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
+    const first = answer.title || answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
     const from = answer.source && !isOwnerConsole(answer.source) ? ` (${answer.source})` : "";
     return `> ${first}${from}\n${answer.response}`;
   });
