@@ -162,6 +162,35 @@ describe("notifications", () => {
     await post(app.port, "/api/notifications/dismiss", { ids: [kept?.id] });
   });
 
+  it("are listed for an answer whose turn finished just before a crash", async () => {
+    // Finished and saved, but the process died before the answer was kept for the owner.
+    const saved = await app.db.query<{ id: number }>(
+      `INSERT INTO inbox (source, payload, status, response, outcome, finished_at)
+       VALUES ('cron', $1, 'done', 'Stretch your legs now.', 'reply', now()) RETURNING id`,
+      [
+        JSON.stringify({
+          message: "[Cron entry 9 has fired] stretch your legs\n\nThis is a scheduled reminder.",
+          attachments: [],
+          title: "stretch your legs",
+        }),
+      ],
+    );
+    expect(await listed()).toEqual([]);
+    await app.close();
+    app = await startTestApp(env);
+    await vi.waitFor(async () =>
+      expect(await listed()).toMatchObject([
+        {
+          id: saved.rows[0]?.id,
+          source: "cron",
+          title: "stretch your legs",
+          response: "Stretch your legs now.",
+        },
+      ]),
+    );
+    await post(app.port, "/api/notifications/dismiss", { ids: [saved.rows[0]?.id] });
+  });
+
   it("refuse bad input with a clear error and lose nothing", async () => {
     await remind("call the bank", "Call the bank before noon.");
     await vi.waitFor(async () => expect(await listed()).toHaveLength(1), { timeout: 15_000 });
