@@ -9,9 +9,12 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { build } from "esbuild";
 
-/** Each service and its entry under `src/`. */
+/**
+ * Each service and its entries under `src/`: one, or several by output name (the app's second is
+ * the short-lived process that creates the embedded database).
+ */
 export const ENTRIES = {
-  app: "boot/start-local.ts",
+  app: { "start-local": "boot/start-local.ts", "create-database": "boot/create-database.ts" },
   "plugin-runner": "main.ts",
   "python-runner": "main.ts",
   coder: "main.ts",
@@ -37,7 +40,12 @@ export async function bundleAll(root) {
       const outdir = join(root, service, "bundle");
       rmSync(outdir, { recursive: true, force: true });
       return build({
-        entryPoints: [join(root, service, "src", entry)],
+        entryPoints:
+          typeof entry === "string"
+            ? [join(root, service, "src", entry)]
+            : Object.fromEntries(
+                Object.entries(entry).map(([name, path]) => [name, join(root, service, "src", path)]),
+              ),
         outdir,
         bundle: true,
         splitting: true,

@@ -13,6 +13,7 @@ import { wireLogin } from "./auth/wiring.js";
 import { Cleanup } from "./boot/cleanup.js";
 import { ensureConfigFile, loadConfig, type AppConfig } from "./boot/config.js";
 import { writeMcpServersFile } from "./boot/mcp-servers.js";
+import { providerFields } from "./boot/provider-choice.js";
 import { parseAppEnv } from "./boot/env.js";
 import { findFile } from "./boot/files.js";
 import type { InstanceLock } from "./boot/instance-lock.js";
@@ -92,8 +93,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   restrictUmask();
   if (ensureConfigFile(paths.configPath, findFile("config.example.toml"))) {
     logger.warn(
-      `First run: wrote ${paths.configPath} with a generated password. Add your LLM provider key ` +
-        `(apiKey = "...") to that file and restart. The password is in the file.`,
+      `First run: wrote ${paths.configPath} with a generated password. Set your LLM provider on the ` +
+        `Settings page (/settings), or add its key (apiKey = "...") to that file and restart. The password is in the file.`,
     );
   }
   const config = loadConfig(paths.configPath);
@@ -254,6 +255,18 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       password: config.password,
       internalSecret,
       backup: backups && (() => backups.backup()),
+      providerSettings: {
+        configPath: paths.configPath,
+        running: providerFields(config),
+        useKey: (key) => model.useKey(key),
+      },
+      fullBackup: {
+        dataDir: paths.dataDir,
+        configPath: paths.configPath,
+        secretFile: paths.secretFile,
+        backupDir: paths.backupDir,
+        database: db.embedded,
+      },
       doctor: {
         embedded: db.embedded !== undefined,
         dataDir: paths.dataDir,

@@ -35,7 +35,9 @@ import type { ChannelWiring } from "./channels/wiring.js";
 import type { Checked } from "./doctor/checks.js";
 import { appChecks, type AppCheckDeps } from "./doctor/app-checks.js";
 import { collectStatus, type StatusDeps } from "./web/status.js";
-import { createBackupHandler } from "./routes/backup.js";
+import { addFullBackupRoutes, createBackupHandler } from "./routes/backup.js";
+import type { FullBackupSources } from "./db/full-backup.js";
+import { addProviderSettingsRoutes, type ProviderSettingsDeps } from "./routes/provider-settings.js";
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   db: Database;
@@ -55,6 +57,10 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   doctor: Omit<AppCheckDeps, "db" | "status" | "channelChecks">;
   /** On the embedded database: takes a backup now (`npm run backup` while the app runs). */
   backup: (() => Promise<LiveBackup>) | undefined;
+  /** The Settings page's model provider (config.toml's, and the running model's key). */
+  providerSettings: ProviderSettingsDeps;
+  /** What the Settings page's full backup is made of. */
+  fullBackup: FullBackupSources;
 }
 
 export interface WebDeps {
@@ -111,6 +117,8 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     .get("/api/pages/*", createPageQueryHandler(pages), { public: true });
   addPluginSettingsRoutes(external, deps);
   addAllowlistRoutes(external, deps.allowlist);
+  addProviderSettingsRoutes(external, deps.providerSettings);
+  addFullBackupRoutes(external, { sources: deps.fullBackup, logger: deps.logger.child("backup") });
   addPeopleRoutes(external, deps.db);
   addAnswerRoutes(external, {
     inbox: deps.inbox,

@@ -1,4 +1,4 @@
-import { beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { textTurn, toolTurn } from "@stavrobot/common/test-support";
 import { chat, configFor, post, useTestApp } from "./helpers/app.js";
 
@@ -137,4 +137,38 @@ describe("what SQL the model ran changed", () => {
     expect(JSON.stringify(last.body.messages)).toContain("[tidied]");
     expect(systemText(t.fake.requests.length - 1)).toContain("Tidied by a function.");
   });
+});
+
+describe("SQL that wrote nothing", () => {
+  // On a server, other databases' writes meanwhile make the SQL look as if it wrote (then the
+  // copies are checked, as after any write); the embedded database is the app's alone.
+  it.skipIf(Boolean(process.env.TEST_DATABASE_URL))(
+    "leaves the conversation's and the knowledge's copies unchecked; SQL that wrote has them checked",
+    async () => {
+      const query = vi.spyOn(t.app.db, "query");
+      const checks = () => query.mock.calls.filter(([sql]) => String(sql).includes("string_agg")).length;
+      try {
+        t.fake.enqueue(
+          toolTurn("execute_sql", { query: "SELECT count(*) AS n FROM messages" }),
+          textTurn("counted"),
+        );
+        await chat(t.app, "count them");
+        t.fake.enqueue(textTurn("next"));
+        await chat(t.app, "and then?");
+        expect(checks()).toBe(0);
+
+        t.fake.enqueue(
+          toolTurn("execute_sql", { query: "INSERT INTO memories (content) VALUES ('x')" }),
+          textTurn("kept"),
+        );
+        await chat(t.app, "remember x");
+        t.fake.enqueue(textTurn("next"));
+        await chat(t.app, "and now?");
+        expect(checks()).toBeGreaterThan(0);
+        expect(systemText(t.fake.requests.length - 1)).toContain("\nx");
+      } finally {
+        query.mockRestore();
+      }
+    },
+  );
 });

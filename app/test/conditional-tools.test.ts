@@ -23,6 +23,7 @@ import {
   type TestPythonRunner,
 } from "../../python-runner/test/helpers.js";
 import { chat, configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
+import { offeredTools } from "./helpers/tools.js";
 
 /**
  * Every conditional tool configured, each against a loopback fake of its provider, and
@@ -99,7 +100,7 @@ describe("conditional tools through /chat", () => {
     fake.enqueue(textTurn("hi"));
     await chat(app, "hello");
     const request = fake.requests.at(-1)?.body;
-    const names = (request.tools as { name: string }[]).map((tool) => tool.name);
+    const names = offeredTools(request);
     expect(names).toEqual(
       expect.arrayContaining(["web_search", "web_fetch", "text_to_speech", "run_python"]),
     );

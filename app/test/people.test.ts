@@ -16,6 +16,7 @@ import {
 } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../src/app.js";
 import { PASSWORD, chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { offeredTools } from "./helpers/tools.js";
 
 /* People who are not the owner, through the real Telegram webhook and Bot API (faked on the wire). */
 
@@ -100,8 +101,7 @@ async function deliver(chatId: number, text: string): Promise<void> {
 }
 
 const systemOf = (request: RecordedRequest | undefined): string => JSON.stringify(request?.body.system);
-const toolsOf = (request: RecordedRequest | undefined): string[] =>
-  ((request?.body.tools ?? []) as { name: string }[]).map((tool) => tool.name).sort();
+const toolsOf = (request: RecordedRequest | undefined): string[] => offeredTools(request?.body).sort();
 
 describe("the owner sets up a subagent for a person", () => {
   it("talks to the main agent, which creates agents and interlocutors with the reference's tools", async () => {

@@ -245,7 +245,9 @@ describe("manage_plugins and run_plugin_tool against a real plugin-runner", () =
 
   it("has help and remove", async () => {
     expect(await manage({ action: "help" })).toContain("configure {name, config}");
-    await expect(manage({ action: "install" })).rejects.toThrow("install needs 'url'.");
+    await expect(manage({ action: "install" })).rejects.toThrow(
+      "install needs 'url' (or 'path' of an uploaded Osaurus package).",
+    );
     await expect(manage({ action: "install", url: "file:///etc" })).rejects.toThrow(
       /Unsupported repository URL/,
     );

@@ -68,7 +68,9 @@ describe("npm start", () => {
     expect(statSync(configPath).mode & 0o777).toBe(0o600);
     // The internal secret was generated beside it, also private.
     expect(statSync(join(dir, "main", "internal-secret")).mode & 0o777).toBe(0o600);
-    expect(running.output()).toContain("Add your LLM provider key");
+    expect(running.output()).toContain("Set your LLM provider on the Settings page");
+    // Without a terminal nothing is asked: the start goes on by itself.
+    expect(running.output()).not.toContain("Which one?");
     // The plugin-runner always runs; the python-runner from its first use; the coder only when
     // [coder] is set.
     const { runnerPort, pythonRunnerPort, coderPort } = running;

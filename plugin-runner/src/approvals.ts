@@ -42,7 +42,11 @@ export class ApprovalStore {
     if (!plugin.needsApproval) return [];
     const approval = this.values.get(plugin.name);
     const approved = new Set(approval && approval.version === plugin.version ? approval.tools : []);
-    return plugin.tools.map((tool) => tool.name).filter((tool) => !approved.has(tool));
+    // Osaurus tools say for themselves: only `ask` waits (`auto` runs, `deny` and unavailable ones never do).
+    return plugin.tools
+      .filter((tool) => (tool.policy === undefined || tool.policy === "ask") && !tool.unavailable)
+      .map((tool) => tool.name)
+      .filter((tool) => !approved.has(tool));
   }
 
   /** Why `tool` cannot run yet, or undefined when it may. */
@@ -67,6 +71,12 @@ export class ApprovalStore {
     if (tool !== undefined && !plugin.tools.some((candidate) => candidate.name === tool)) {
       throw new DomainError("not-found", `Plugin "${plugin.name}" has no tool "${tool}".`);
     }
+    if (tool !== undefined && !waiting.includes(tool) && !this.approvedTools(plugin).includes(tool)) {
+      throw new DomainError(
+        "invalid",
+        `Tool "${tool}" of plugin "${plugin.name}" does not wait for approval: its policy says whether it runs.`,
+      );
+    }
     const chosen = tool === undefined ? waiting : waiting.filter((name) => name === tool);
     const current = this.values.get(plugin.name);
     const kept = current && current.version === plugin.version ? current.tools : [];
@@ -77,6 +87,11 @@ export class ApprovalStore {
     });
     await this.save();
     return chosen;
+  }
+
+  private approvedTools(plugin: Plugin): string[] {
+    const approval = this.values.get(plugin.name);
+    return approval && approval.version === plugin.version ? approval.tools : [];
   }
 
   /** Tells the owner (through the app, on their channel) that the plugin waits, once per version. */

@@ -24,6 +24,8 @@ export const hostEnvSchema = z.object({
   /** The owner's MCP servers as the app writes them; default `mcp-servers.json` beside the internal secret. */
   MCP_SERVERS_FILE: z.string().min(1).optional(),
   STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).optional(),
+  /** Trusted minisign public keys for Osaurus packages, separated by commas or white space. */
+  PLUGIN_OSAURUS_TRUSTED_KEYS: z.string().default(""),
 });
 
 export type HostEnv = z.infer<typeof hostEnvSchema>;
@@ -42,6 +44,7 @@ export interface HostConfig {
   home?: string;
   toolEnv: ToolEnvConfig;
   mcpServersFile?: string;
+  osaurusTrustedKeys: readonly string[];
 }
 
 /** What the runner may put into a tool's environment besides the per-plugin directories. */
@@ -73,6 +76,7 @@ export function hostConfig(e: HostEnv): Readonly<HostConfig> {
             : join(dirname(resolve(e.STAVROBOT_INTERNAL_SECRET_FILE as string)), MCP_SERVERS_FILE),
         }
       : {}),
+    osaurusTrustedKeys: Object.freeze(e.PLUGIN_OSAURUS_TRUSTED_KEYS.split(/[\s,]+/).filter(Boolean)),
     toolEnv: Object.freeze({
       path: e.PLUGIN_TOOL_PATH,
       uvPythonInstallDir: e.UV_PYTHON_INSTALL_DIR,

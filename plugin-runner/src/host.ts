@@ -21,6 +21,9 @@ import { cyclopOneFormat } from "./formats/cyclopone.js";
 import { workbenchFormat } from "./formats/workbench.js";
 import { WorkbenchHosts } from "./formats/workbench-hosts.js";
 import { mcpFormat } from "./formats/mcp.js";
+import { osaurusFormat } from "./formats/osaurus.js";
+import { OsaurusHosts } from "./formats/osaurus-hosts.js";
+import { parseMinisignKey } from "./osaurus/minisign.js";
 import { McpServers } from "./mcp/servers.js";
 import { InstallJobs } from "./install-jobs.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -72,6 +75,8 @@ export interface PluginHostOptions {
   outboxBaseDelayMs?: number;
   outboxMaxDelayMs?: number;
   gitTimeoutMs?: number;
+  /** The owner's trusted minisign public keys for Osaurus packages (base64 `RW…` lines). */
+  osaurusTrustedKeys?: readonly string[];
 }
 
 /**
@@ -84,6 +89,8 @@ export interface PluginHost {
   readonly workbench: WorkbenchHosts;
   /** The owner's MCP servers. */
   readonly mcp: McpServers;
+  /** The Osaurus plugins' host processes. */
+  readonly osaurus: OsaurusHosts;
   /** Picks up plugins put into the plugins directory by hand. */
   readonly watcher: PluginWatcher;
   readonly outbox: Outbox;
@@ -158,7 +165,17 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     logger: logger.child("mcp"),
     changed: (plugin) => changed(plugin),
   });
+  const osaurusHosts = new OsaurusHosts(executor, logger.child("osaurus"));
+  const osaurusKeys = (options.osaurusTrustedKeys ?? []).map((key, index) => {
+    try {
+      return parseMinisignKey(key);
+    } catch (error) {
+      throw new Error(`Osaurus trusted key #${index + 1}: ${(error as Error).message}`, { cause: error });
+    }
+  });
   const formats = new Formats([
+    // First: its marker is the runner's own, and a package may hold any other format's files.
+    osaurusFormat(osaurusHosts, executor),
     stavrobotFormat(executor),
     cyclopOneFormat(executor),
     workbenchFormat(workbenchHosts),
@@ -196,6 +213,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     logger: logger.child("lifecycle"),
     gitEnv,
     gitTimeoutMs: options.gitTimeoutMs ?? 120_000,
+    osaurusKeys,
   });
   const tools = new ToolService({
     plugins,
@@ -243,6 +261,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     deps,
     workbench: workbenchHosts,
     mcp,
+    osaurus: osaurusHosts,
     watcher,
     outbox,
     background,

@@ -57,5 +57,9 @@ export function pluginFacts(plugin: Plugin, approvals: ApprovalStore, network: N
     networkAllowed: plugin.network,
     ...(plugin.needsApproval ? { waitingApproval: waiting } : {}),
     ...(plugin.server ? { server: plugin.server } : {}),
+    ...(plugin.skills && plugin.skills.length > 0
+      ? { skills: plugin.skills.map(({ name, description }) => ({ name, description })) }
+      : {}),
+    ...(plugin.verified !== undefined ? { verified: plugin.verified } : {}),
   };
 }

@@ -21,6 +21,18 @@ export interface ToolDef {
   dir: string;
   /** Real path of the entrypoint, checked to lie inside the plugin. */
   entrypoint: string;
+  /** Osaurus's `permission_policy`: `ask` waits for the owner's approval, `deny` never runs. */
+  policy?: "auto" | "ask" | "deny";
+  /** Why the tool cannot run on this machine (an Osaurus tool that needs a macOS permission). */
+  unavailable?: string;
+}
+
+/** A skill (Agent Skills' SKILL.md) a plugin ships, offered to the model. */
+export interface PluginSkill {
+  name: string;
+  description: string;
+  /** The SKILL.md, relative to the plugin's directory. */
+  file: string;
 }
 
 /** A plugin as read from its directory, whatever its format: its manifest, its tools and what was left out. */
@@ -47,6 +59,10 @@ export interface Plugin {
   needsApproval: boolean;
   /** An MCP server's transport and state when it was read. */
   server?: McpServerStatus;
+  /** The skills it ships (Osaurus). */
+  skills?: PluginSkill[];
+  /** Whether its package's signature was checked against a trusted key at install (Osaurus). */
+  verified?: boolean;
 }
 
 /**

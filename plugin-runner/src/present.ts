@@ -30,6 +30,8 @@ export function pluginDetail(plugin: Plugin, values: ConfigValues, permissions: 
       async: tool.async,
       parameters: tool.parameters,
       ...(tool.schema ? { schema: tool.schema } : {}),
+      ...(tool.policy ? { policy: tool.policy } : {}),
+      ...(tool.unavailable ? { unavailable: tool.unavailable } : {}),
     })),
     ...(instructions !== undefined ? { instructions } : {}),
     ...(config !== undefined ? { config } : {}),

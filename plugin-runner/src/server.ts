@@ -8,6 +8,7 @@ import {
   createPluginRequestSchema,
   createServiceListener,
   installRequestSchema,
+  PACKAGE_LIMIT_BYTES,
   networkRequestSchema,
   notFound,
   pluginNameRequestSchema,
@@ -29,9 +30,12 @@ import type { NetworkPolicy } from "./network.js";
 import type { McpServers } from "./mcp/servers.js";
 import { OwnerSettings, pluginFacts } from "./owner-settings.js";
 import { pluginDetail } from "./present.js";
+import { readPluginSkill } from "./osaurus/read-skill.js";
 import type { ToolService } from "./tool-service.js";
 
 export const BODY_LIMIT_BYTES = 50 * 1024 * 1024;
+/** An uploaded Osaurus package travels inline, base64. */
+const INSTALL_BODY_LIMIT_BYTES = Math.ceil(PACKAGE_LIMIT_BYTES / 3) * 4 + 128 * 1024;
 
 export interface ServerDeps {
   /** The internal service secret every request must present as `Authorization: Bearer …`. */
@@ -135,13 +139,28 @@ export function buildRoutes(deps: ServerDeps): Router {
       return { status: 201, json: await lifecycle.create(body.name, body.description) };
     })
     .post("/install", async ({ req }) => {
-      const body = await readValidJson(req, limit, installRequestSchema);
+      const body = await readValidJson(req, Math.max(limit, INSTALL_BODY_LIMIT_BYTES), installRequestSchema);
+      if ("package" in body) {
+        const { filename, data, signature } = body.package;
+        return {
+          json: await lifecycle.installPackage({
+            fileName: filename,
+            bytes: Buffer.from(data, "base64"),
+            ...(signature !== undefined ? { signature } : {}),
+          }),
+        };
+      }
       // Callers that want to show progress ask for a job; everyone else waits for the answer.
       if (prefersAsync(req)) {
         const jobId = installJobs.start(body.url);
         return { status: 202, json: { jobId }, headers: { Location: `/jobs/${jobId}` } };
       }
       return { json: await lifecycle.install(body.url) };
+    })
+    .get("/bundles/:name/skills/:skill", async ({ params }) => {
+      const plugin = await plugins.get(params.name ?? "");
+      if (!plugin) throw notFound("Bundle not found");
+      return { json: await readPluginSkill(plugin, params.skill ?? "") };
     })
     .get("/jobs/:id", ({ params }) => {
       const job = installJobs.get(params.id ?? "");

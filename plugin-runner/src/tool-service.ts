@@ -63,6 +63,16 @@ export class ToolService {
       throw new DomainError("forbidden", "Tool not permitted", { reason: "tool-not-permitted" });
     }
     // Not an error of the request: the model is told why, and who can change it.
+    if (tool.unavailable) return { kind: "done", outcome: { success: false, error: tool.unavailable } };
+    if (tool.policy === "deny") {
+      return {
+        kind: "done",
+        outcome: {
+          success: false,
+          error: `Tool "${toolName}" of plugin "${pluginName}" never runs: its permission policy is "deny".`,
+        },
+      };
+    }
     const refusal = this.deps.approvals.refusal(plugin, toolName) ?? this.deps.network.refusal(plugin);
     if (refusal) return { kind: "done", outcome: { success: false, error: refusal } };
     const params = tool.schema

@@ -60,6 +60,8 @@ export interface TestPluginHostOptions {
   allowWithoutNetworkCut?: boolean;
   /** The MCP server declarations file (as the app writes it). */
   mcpServersFile?: string;
+  /** Trusted minisign keys for Osaurus packages. */
+  osaurusTrustedKeys?: string[];
 }
 
 /** The plugin-runner's real domain and routes (its `buildServer`) on a loopback port, with short timings. */
@@ -78,6 +80,7 @@ export async function startPluginHost(options: TestPluginHostOptions = {}): Prom
     ...(options.toolPath ? { toolEnv: { path: options.toolPath } } : {}),
     ...(options.allowWithoutNetworkCut ? { allowWithoutNetworkCut: true } : {}),
     ...(options.mcpServersFile ? { mcpServersFile: options.mcpServersFile } : {}),
+    ...(options.osaurusTrustedKeys ? { osaurusTrustedKeys: options.osaurusTrustedKeys } : {}),
     home: process.env.HOME,
     appInternalUrl: options.appUrl ?? "http://127.0.0.1:9",
     secret: SECRET,

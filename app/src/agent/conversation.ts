@@ -51,6 +51,8 @@ export class ConversationStore {
     private readonly db: Queryable,
     /** Whose conversation this is (the main agent's unless a subagent's). */
     readonly agentId = MAIN_AGENT_ID,
+    /** Told the transaction id of every write of its messages (see `CurrentTurn.lastWrite`). */
+    private readonly onWrite?: (xid: number) => void,
   ) {}
 
   /** The current conversation as written (do not modify it). */
@@ -182,6 +184,8 @@ export class ConversationStore {
       [JSON.stringify(values), this.agentId, ...parts.params],
       { prepare: true },
     );
+    const version = result.rows.at(-1)?.version;
+    if (version) this.onWrite?.(Number(version.slice(version.indexOf(":") + 1)));
     return result.rows.sort((a, b) => a.id - b.id);
   }
 }

@@ -7,6 +7,9 @@
  * there, a backup is asked of it (it takes it without stopping) and a restore is refused; while
  * it is stopped, both hold the data directory's lock, so it cannot start meanwhile. Backups go to
  * --dir, else $BACKUP_DIR, else $DATA_DIR/backups.
+ *
+ * A full backup (the Settings page's download, db/full-backup.ts) is recognised by its manifest
+ * and restored whole into $DATA_DIR, whichever database this machine uses.
  */
 import { spawnSync } from "node:child_process";
 import { join, resolve } from "node:path";
@@ -20,7 +23,8 @@ import {
   resolveInternalSecret,
 } from "@stavrobot/common";
 import { parseAppEnv } from "./env.js";
-import { resolvePaths } from "./paths.js";
+import { resolvePaths, type AppPaths } from "./paths.js";
+import { readFullBackup, restoreFullBackup, type FullArchive } from "../db/full-restore.js";
 import { BackupError, backupEmbedded, restoreEmbedded } from "../db/backup.js";
 import { usesServer } from "../db/database.js";
 import { acquireInstanceLock, runningInstance, type InstanceRecord } from "./instance-lock.js";
@@ -59,12 +63,44 @@ async function main(argv: string[]): Promise<number> {
   }
   if (command === "restore" && archive !== undefined && extra.length === 0 && values.dir === undefined) {
     const path = resolve(userCwd, archive);
+    const full = await readFullBackup(path);
+    if (full) return restoreFull(full, path, paths, values.force);
     if (usesServer(env)) return runScript("pg-restore.sh", [...(values.force ? ["--force"] : []), path]);
     await whileLocked(paths.dataDir, () => restoreEmbedded(path, pgliteDir, { force: values.force, logger }));
     return 0;
   }
   console.error(USAGE);
   return 2;
+}
+
+/** A full backup (the Settings page's download): the whole data directory, its database included. */
+async function restoreFull(
+  full: FullArchive,
+  path: string,
+  paths: AppPaths,
+  force: boolean,
+): Promise<number> {
+  const { database } = await whileLocked(paths.dataDir, () =>
+    restoreFullBackup(full, path, paths.dataDir, { force, logger }),
+  );
+  if (!database) {
+    logger.warn(
+      "this backup holds no database (it was taken on a PostgreSQL server): restore the server's own " +
+        "backup with npm run restore -- <file>.sql.gz",
+    );
+  } else if (usesServer(env)) {
+    logger.warn(
+      `the backup's embedded database went to ${join(paths.dataDir, "pglite")}, but DATABASE_URL (or PG*) ` +
+        "is set: the app uses that server instead until it is unset",
+    );
+  }
+  const defaultConfig = join(paths.dataDir, "main", "config.toml");
+  if (paths.configPath !== defaultConfig) {
+    logger.warn(
+      `the backup's config.toml went to ${defaultConfig}; CONFIG_PATH points at ${paths.configPath}`,
+    );
+  }
+  return 0;
 }
 
 /**

@@ -46,6 +46,8 @@ describe("loadConfig", () => {
       contextTokensK: 50,
       thinkingLevel: "off",
       maxToolRounds: 40,
+      toolsOnDemand: true,
+      earlierResultChars: 600,
       queue: { maxRetries: 3, retryDelaySeconds: 30, startWhileWriting: true },
     });
     expect(Object.isFrozen(config)).toBe(true);

@@ -65,6 +65,8 @@ export const configSchema = z
     contextTokensK: z.number().int().min(10).max(2000).default(50),
     thinkingLevel: z.enum(thinkingLevels).default("off"),
     maxToolRounds: z.number().int().min(1).max(1000).default(40),
+    toolsOnDemand: z.boolean().default(true),
+    earlierResultChars: z.number().int().min(0).max(1_000_000).default(600),
     queue: z
       .strictObject({
         maxRetries: z.number().int().min(0).max(10).default(3),
@@ -107,7 +109,15 @@ export const configSchema = z
       })
       .optional(),
     /** Read by the launcher for the plugin-runner (see config.example.toml). */
-    plugins: z.strictObject({ allowWithoutNetworkCut: z.boolean().default(false) }).optional(),
+    plugins: z
+      .strictObject({
+        allowWithoutNetworkCut: z.boolean().default(false),
+        /** Trusted minisign public keys for Osaurus packages (base64, `RW…`). */
+        osaurusTrustedKeys: z
+          .array(z.string().regex(/^[A-Za-z0-9+/]{56}$/, "must be a minisign public key (RW…)"))
+          .default([]),
+      })
+      .optional(),
     /** The owner's MCP servers, handed to the plugin-runner (see boot/mcp-servers.ts). */
     mcpServers: mcpServersSchema.optional(),
   })

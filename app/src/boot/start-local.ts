@@ -20,6 +20,8 @@ import { exitForRefusal, main } from "./run.js";
 import { resolvePaths } from "./paths.js";
 import { writeMcpServersFile } from "./mcp-servers.js";
 import { acquireInstanceLock } from "./instance-lock.js";
+import { findFile } from "./files.js";
+import { mayAskFirstRun, runFirstRun } from "./first-run.js";
 import type { OwnSiblings } from "../local/own-sibling.js";
 import { refusePortsInUse, type PortClaim } from "../local/ports.js";
 
@@ -53,6 +55,19 @@ const ports = {
   coder: launcherEnv.CODER_PORT,
   signalBridge: launcherEnv.SIGNAL_BRIDGE_PORT,
 };
+// The first start at a terminal asks for a provider before anything else starts.
+if (mayAskFirstRun(env, process, existsSync(paths.configPath))) {
+  const host = /^(127\.0\.0\.1|0\.0\.0\.0|::)$/.test(settings.HOST) ? "localhost" : settings.HOST;
+  await refuseOrRun(() =>
+    runFirstRun({
+      configPath: paths.configPath,
+      examplePath: findFile("config.example.toml"),
+      address: `http://${host}:${settings.PORT}`,
+      input: process.stdin,
+      output: process.stdout,
+    }),
+  );
+}
 const config = readConfig();
 // One data directory, one instance: taken before any sibling starts on it.
 const lock = await refuseOrRun(async () => acquireInstanceLock(paths.dataDir));
@@ -126,6 +141,9 @@ const siblings: Sibling[] = [
         PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
         PLUGIN_DATA_DIR: join(paths.dataDir, "plugin-data"),
         ...(config?.plugins?.allowWithoutNetworkCut ? { PLUGIN_ALLOW_WITHOUT_NETWORK_CUT: "1" } : {}),
+        ...(config?.plugins?.osaurusTrustedKeys.length
+          ? { PLUGIN_OSAURUS_TRUSTED_KEYS: config.plugins.osaurusTrustedKeys.join(",") }
+          : {}),
         PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
         // Tools find uv, python3, node and git where this launcher finds them.
         PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),

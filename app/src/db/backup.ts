@@ -73,7 +73,16 @@ export async function restoreEmbedded(
   dataDir: string,
   options: RestoreOptions = {},
 ): Promise<void> {
-  const tar = await readArchive(archive);
+  await restoreEmbeddedTar(await readArchive(archive), archive, dataDir, options);
+}
+
+/** Restores an (uncompressed) tarball of a data directory, as restoreEmbedded does; `label` names it in the log. */
+export async function restoreEmbeddedTar(
+  tar: Uint8Array,
+  label: string,
+  dataDir: string,
+  options: RestoreOptions = {},
+): Promise<void> {
   assertNotInUse(dataDir);
   const existing = await existingContent(dataDir);
   if (existing && !options.force) {
@@ -97,7 +106,7 @@ export async function restoreEmbedded(
     await rmdir(dataDir);
   }
   await rename(staging, dataDir);
-  options.logger?.info(`restored ${archive} into ${dataDir}`);
+  options.logger?.info(`restored ${label} into ${dataDir}`);
 }
 
 /**

@@ -53,7 +53,10 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   options.logger.info("no DATABASE_URL or PG* variables: using embedded PostgreSQL", {
     dir: options.dataDir,
   });
-  return openPglite(options.dataDir);
+  return openPglite(options.dataDir, {
+    templateDir: options.env.PGLITE_TEMPLATE_DIR || undefined,
+    logger: options.logger,
+  });
 }
 
 /** int8 (count(*), bigserial) as a number when it fits, as PGlite does, instead of a string. */

@@ -63,15 +63,7 @@ export async function backupOpenDatabase(
   await rm(copy, { recursive: true, force: true });
   await mkdir(copy, { mode: 0o700 });
   try {
-    const firstCopyStarted = Date.now();
-    await copyTree(files.dataDir, copy, signal);
-    await options.betweenCopies?.();
-    signal?.throwIfAborted();
-    const paused = await files.exclusively(() => {
-      const started = performance.now();
-      catchUp(files.dataDir, copy, firstCopyStarted - CLOCK_SLACK_MS);
-      return performance.now() - started;
-    });
+    const pausedMs = await copyOpenDatabase(files, copy, options);
     const path = join(destDir, name);
     // Compressed on libuv's threads: the event loop only moves the chunks.
     const bytes = await writeAtomically(path, (file) =>
@@ -84,13 +76,34 @@ export async function backupOpenDatabase(
         { signal },
       ),
     );
-    const pausedMs = Math.round(paused);
     logger?.info(`wrote ${path} (${bytes} bytes; statements waited ${pausedMs} ms)`);
     await applyRetention(destDir, now, logger);
     return { path, bytes, pausedMs };
   } finally {
     await rm(copy, { recursive: true, force: true });
   }
+}
+
+/**
+ * Copies the open database's files into the empty directory `to` as a consistent image: once while
+ * it works, then, while no statement runs, again what changed meanwhile. Returns how long
+ * statements waited (ms).
+ */
+export async function copyOpenDatabase(
+  files: EmbeddedFiles,
+  to: string,
+  options: Pick<BackupOptions, "signal" | "betweenCopies"> = {},
+): Promise<number> {
+  const firstCopyStarted = Date.now();
+  await copyTree(files.dataDir, to, options.signal);
+  await options.betweenCopies?.();
+  options.signal?.throwIfAborted();
+  const paused = await files.exclusively(() => {
+    const started = performance.now();
+    catchUp(files.dataDir, to, firstCopyStarted - CLOCK_SLACK_MS);
+    return performance.now() - started;
+  });
+  return Math.round(paused);
 }
 
 /** Removes what a backup killed on its way left in `destDir`: its copy and its unfinished archive. */

@@ -1,6 +1,9 @@
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import type { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from "@electric-sql/pglite";
+import { StartRefused, type Logger } from "@stavrobot/common";
+import { ensureEmbeddedDatabase, defaultTemplateDir } from "./pglite-create.js";
 import type { Database, QueryOptions, QueryResult, TextParsers } from "./types.js";
 import { DatabaseUnavailableError, untilAborted } from "./unavailable.js";
 
@@ -9,11 +12,35 @@ import { DatabaseUnavailableError, untilAborted } from "./unavailable.js";
  * keeps them in the process's WebAssembly memory, where they made up ~130 MB of the idle app.
  * One person's assistant reads a few MB per turn, and the files stay in the OS page cache anyway.
  */
-const PGLITE_SETTINGS = ["-c", "shared_buffers=16MB"];
+export const PGLITE_SETTINGS = ["-c", "shared_buffers=16MB"];
 // PGlite starts PostgreSQL with `-F` (no fsync), and turning it on would change nothing: its file
 // system layer has no fsync and its fdatasync does nothing. Committed writes are in the kernel's
 // page cache when a statement returns (they survive the process's death), not on the disk
 // (DECISIONLOG.md: "The embedded database does not survive a power cut").
+
+/** Exit code of a start refused because the embedded database is damaged (EX_DATAERR, sysexits.h). */
+export const EXIT_DAMAGED_DATABASE = 65;
+
+/**
+ * The embedded database could not be opened: its files are damaged or incomplete. Nothing is
+ * changed in the directory; the message says what PostgreSQL reported and what to do, and a start
+ * ends on it in that one line (a refusal, not a stack trace).
+ */
+export class EmbeddedDatabaseError extends StartRefused {
+  constructor(dataDir: string, cause: unknown, stderr: string[]) {
+    const reported = stderr.map((line) => line.trim()).filter(Boolean);
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      `the embedded database in ${dataDir} could not be opened (${reason}` +
+        `${reported.length > 0 ? `; PostgreSQL said: ${reported.join(" / ")}` : ""}). ` +
+        `Its files may be damaged or incomplete; they were left as they are. Restore a backup ` +
+        `(npm run restore), or move the directory aside to start with a new database.`,
+      EXIT_DAMAGED_DATABASE,
+    );
+    this.name = "EmbeddedDatabaseError";
+    this.cause = cause;
+  }
+}
 
 /**
  * A parameter as text, the way `pg` sends it (so a statement behaves the same on both databases):
@@ -106,13 +133,50 @@ function parserOptions(options: QueryOptions | undefined): { parsers: TextParser
  */
 const WASM_COMPILE_FLAGS = "--wasm-num-compilation-tasks=1";
 
-/** The embedded database in `dataDir` (created on first use). */
-export async function openPglite(dataDir: string): Promise<Database> {
+export interface PgliteOptions {
+  /** Where prepared databases are kept (PGLITE_TEMPLATE_DIR; default: node_modules' cache). */
+  templateDir?: string;
+  logger?: Logger;
+}
+
+/**
+ * The embedded database in `dataDir`. A new one is not made here: PostgreSQL's initdb would run
+ * in this process's WebAssembly memory, which never shrinks (~450 MB kept for good). It is copied
+ * from a prepared, migrated database, or made in a short-lived process (pglite-create.ts).
+ */
+export async function openPglite(dataDir: string, options: PgliteOptions = {}): Promise<Database> {
+  await ensureEmbeddedDatabase(dataDir, {
+    templateDir: options.templateDir ?? defaultTemplateDir(),
+    logger: options.logger,
+  });
+  return openPgliteHere(dataDir);
+}
+
+/** The most of PGlite's own output an error quotes: PostgreSQL's FATAL line and what led to it. */
+const STDERR_LINES = 8;
+
+/**
+ * The embedded database in `dataDir`, opened in this process; PGlite runs initdb here when the
+ * directory holds none (only the short-lived creating process should let it).
+ */
+export async function openPgliteHere(dataDir: string): Promise<Database> {
   setFlagsFromString(WASM_COMPILE_FLAGS);
   const { PGlite, protocol, parse } = await import("@electric-sql/pglite");
   mkdirSync(dataDir, { recursive: true });
+  // PostgreSQL writes it as it starts; a start that fails must not leave it (it says "in use").
+  const pidFile = join(dataDir, "postmaster.pid");
+  const hadPidFile = existsSync(pidFile);
+  const stderr: string[] = [];
   const lite = await PGlite.create(dataDir, {
     startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS],
+    onStderr: (line: string) => {
+      stderr.push(line);
+      if (stderr.length > STDERR_LINES) stderr.shift();
+      return false;
+    },
+  }).catch((error: unknown) => {
+    if (!hadPidFile) rmSync(pidFile, { force: true });
+    throw new EmbeddedDatabaseError(dataDir, error, stderr);
   });
   const prepared = new PreparedStatements(lite, protocol, parse);
   /**

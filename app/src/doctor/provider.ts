@@ -4,6 +4,11 @@ import type { Check } from "./checks.js";
 
 const TIMEOUT_MS = 5_000;
 
+/** Why the provider check did not pass, for a caller that acts on it (the Settings page). */
+export type ProviderTrouble = "no-key" | "key-refused" | "no-answer" | "provider-trouble";
+
+export type ProviderCheck = Check & { reason?: ProviderTrouble };
+
 export interface ProviderCheckDeps {
   model: Model<Api>;
   getApiKey: (provider: string) => Promise<string | undefined>;
@@ -19,17 +24,18 @@ export interface ProviderCheckDeps {
  * (Messages API: `GET /v1/models`; OpenAI-compatible: `GET /models`), which costs no tokens. A
  * provider without such a call is only checked for having a key.
  */
-export async function providerCheck(deps: ProviderCheckDeps): Promise<Check> {
+export async function providerCheck(deps: ProviderCheckDeps): Promise<ProviderCheck> {
   const { model } = deps;
   const name = "provider";
   const where = `${model.provider}/${model.id}`;
-  if (deps.notConfigured) return { name, state: "fail", detail: deps.notConfigured };
+  if (deps.notConfigured) return { name, state: "fail", detail: deps.notConfigured, reason: "no-key" };
   const key = await deps.getApiKey(model.provider).catch(() => undefined);
   if (!key) {
     return {
       name,
       state: "fail",
       detail: `${where}: no key`,
+      reason: "no-key",
       fix: deps.subscription
         ? "Log in again on the /login page (the subscription login is missing or was refused)."
         : `Add apiKey = "..." to ${deps.configPath}.`,
@@ -49,6 +55,7 @@ export async function providerCheck(deps: ProviderCheckDeps): Promise<Check> {
       name,
       state: "fail",
       detail: `${where}: ${request.url} did not answer (${errorMessage(error)})`,
+      reason: "no-answer",
       fix: "Check the network, or baseUrl in config.toml.",
     };
   }
@@ -58,6 +65,7 @@ export async function providerCheck(deps: ProviderCheckDeps): Promise<Check> {
       name,
       state: "fail",
       detail: `${where}: the provider refused the key (${response.status})`,
+      reason: "key-refused",
       fix: deps.subscription
         ? "Log in again on the /login page."
         : `Check apiKey in ${deps.configPath}: the provider does not accept it.`,
@@ -67,6 +75,7 @@ export async function providerCheck(deps: ProviderCheckDeps): Promise<Check> {
     name,
     state: "warn",
     detail: `${where}: ${request.url} answered ${response.status}`,
+    reason: "provider-trouble",
     fix: "The provider may be having trouble; turns retry by themselves.",
   };
 }

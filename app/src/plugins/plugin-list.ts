@@ -25,7 +25,9 @@ export async function describePluginsForPrompt(
     const plugins = visiblePlugins(data.plugins);
     if (plugins.length === 0) return "";
     const shown = plugins.slice(0, MAX_PLUGINS_LISTED);
-    const lines = shown.map((plugin) => `- ${plugin.name}: ${oneLine(plugin.description)}`);
+    const lines = shown.map(
+      (plugin) => `- ${plugin.name}: ${oneLine(plugin.description)}${skillsNote(plugin.skills)}`,
+    );
     if (plugins.length > shown.length) {
       lines.push(`- …and ${plugins.length - shown.length} more (manage_plugins list shows them all)`);
     }
@@ -38,6 +40,13 @@ export async function describePluginsForPrompt(
     }
     return undefined;
   }
+}
+
+/** A plugin's skills, named for the model to read on demand (manage_plugins read). */
+function skillsNote(skills: readonly { name: string }[] | undefined): string {
+  if (!skills || skills.length === 0) return "";
+  const names = skills.slice(0, 10).map((skill) => oneLine(skill.name));
+  return ` [skills: ${names.join(", ")}${skills.length > 10 ? ", …" : ""}; read one with manage_plugins read]`;
 }
 
 function oneLine(text: string): string {

@@ -5,6 +5,7 @@ const FORMAT_LABELS: Record<string, string> = {
   cyclopone: "Cyclop One",
   workbench: "Workbench",
   mcp: "MCP server",
+  osaurus: "Osaurus",
 };
 
 /**

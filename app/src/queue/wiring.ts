@@ -30,6 +30,7 @@ import { buildSubagentPrompt, toolsForAgent } from "../agent/subagent.js";
 import type { StatementPart } from "../db/database.js";
 import { MAIN_AGENT_ID, getAgent, type AgentRecord } from "../db/people.js";
 import type { InboxEntry } from "../db/inbox.js";
+import { shapeRequests } from "../agent/request-shape.js";
 
 /** The turn wing: the conversation, the system prompt, the inbox row's lifecycle, the engine and the queue. */
 export interface TurnWing {
@@ -69,11 +70,12 @@ export function wireTurn(options: {
   logger: Logger;
 }): TurnWing {
   const { config, db, timezone, model: wing, usage, tools, inbox, channels, logger } = options;
-  const { model, getApiKey, oauth, notConfigured } = wing;
+  const { model, getApiKey, oauth } = wing;
   const callModels = wing.client.callModels;
   const budget = tokenBudget(config.contextTokensK, model.contextWindow);
   // The conversation stays in memory between turns (read again after anything that may change it).
-  const conversation = new ConversationStore(db);
+  const onWrite = (xid: number) => options.currentTurn.wrote(xid);
+  const conversation = new ConversationStore(db, MAIN_AGENT_ID, onWrite);
   // The same system prompt every turn until a part of it changes.
   const systemPrompt = new SystemPromptCache({
     knowledge: async () => ({
@@ -101,7 +103,10 @@ export function wireTurn(options: {
   const progress = new TurnProgress();
   const shared = {
     db,
-    stream: callModels,
+    stream: shapeRequests(callModels, {
+      toolsOnDemand: config.toolsOnDemand,
+      earlierResultChars: config.earlierResultChars,
+    }),
     lifecycle,
     model,
     thinkingLevel: config.thinkingLevel,
@@ -114,7 +119,12 @@ export function wireTurn(options: {
     redactors: { manage_plugins: redactManagePluginsArguments },
     refuseModelCall: usage.refuseModelCall,
     afterTool: (name: string, args: unknown) =>
-      staleAfterTool(name, args, { conversations: () => turns.conversations, systemPrompt, inbox }),
+      staleAfterTool(name, args, {
+        conversations: () => turns.conversations,
+        systemPrompt,
+        inbox,
+        currentTurn: options.currentTurn,
+      }),
     onModelCall: usage.recordTurnCall,
     progress: (inboxId: number, event: TurnProgressEvent) => progress.report(inboxId, event),
   };
@@ -128,14 +138,14 @@ export function wireTurn(options: {
       get missingKeyMessage() {
         return oauth
           ? oauth.missingKeyMessage(model.provider, options.login.loginUrl)
-          : (notConfigured ?? "No API key for the configured provider.");
+          : (wing.notConfigured ?? "No API key for the configured provider.");
       },
     });
   const engine = engineOf({ conversation, tools: () => tools, systemPrompt: () => systemPrompt.get() });
   // A subagent's turn: its own conversation, its own prompt and only the tools it may use, read
   // from its record at every turn (the main agent may have changed it).
   const turns: AgentTurns = new AgentTurns({ conversation, engine }, (agentId) => {
-    const own = new ConversationStore(db, agentId);
+    const own = new ConversationStore(db, agentId, onWrite);
     let record: AgentRecord | undefined;
     const subagent = engineOf({
       conversation: own,
@@ -227,8 +237,9 @@ export function wireTurn(options: {
 
 /**
  * What a tool call may have changed behind the in-memory copies: SQL on the conversation (checked
- * against its rows' versions before its next use), the knowledge tables or the inbox's sequence;
- * the knowledge tool; a plugin installed or removed.
+ * against its rows' versions before its next use, unless the turn's next write shows the SQL
+ * wrote nothing: `CurrentTurn.sqlRan`), the knowledge tables or the inbox's sequence; the
+ * knowledge tool; a plugin installed or removed.
  */
 function staleAfterTool(
   name: string,
@@ -237,11 +248,14 @@ function staleAfterTool(
     conversations: () => ConversationStore[];
     systemPrompt: SystemPromptCache<unknown>;
     inbox: InboxStore;
+    currentTurn: CurrentTurn;
   },
 ): void {
   if (name === "execute_sql") {
-    for (const conversation of caches.conversations()) conversation.recheck();
-    caches.systemPrompt.recheck("knowledge");
+    caches.currentTurn.sqlRan(() => {
+      for (const conversation of caches.conversations()) conversation.recheck();
+      caches.systemPrompt.recheck("knowledge");
+    });
     // The id drawn ahead for the next message may no longer be free (a sequence reset).
     const sql = String((args as { query?: unknown } | undefined)?.query ?? "");
     if (/\binbox\b/i.test(sql)) caches.inbox.forgetAhead();

@@ -19,6 +19,7 @@ import { createTextToSpeechTool } from "./text-to-speech.js";
 import { CHANNEL_SOURCES } from "../audience.js";
 import { CHANNELS } from "../channels/registry.js";
 import { createWebFetchTool } from "./web-fetch.js";
+import { ON_DEMAND_TOOLS, createLoadToolsTool } from "./load-tools.js";
 import { createWebSearchTool } from "./web-search.js";
 import { createSendMessageTool, type SendToolDeps } from "./send-message.js";
 import type { AnyAgentTool } from "./result.js";
@@ -85,7 +86,7 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
   if (config.coder) {
     conditional.push(createRequestCodingTaskTool({ coder: ctx.coder, pluginRunner: ctx.pluginRunner }));
   }
-  return [
+  const tools: AnyAgentTool[] = [
     createExecuteSqlTool({ db }),
     createManageKnowledgeTool({ db }),
     createDbSearchTool({ db, currentAgentId: ctx.messaging.currentAgentId }),
@@ -95,6 +96,7 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     createManageUploadsTool({ areas }),
     createManagePluginsTool({
       pluginRunner: ctx.pluginRunner,
+      areas,
       details: ctx.details,
       canCreate: config.coder !== undefined,
     }),
@@ -114,4 +116,8 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     }),
     ...conditional,
   ];
+  // Rarely used tools are described only once a conversation loads them (agent/request-shape.ts).
+  const onDemand = tools.map((tool) => tool.name).filter((name) => name in ON_DEMAND_TOOLS);
+  if (config.toolsOnDemand && onDemand.length > 0) tools.push(createLoadToolsTool(onDemand));
+  return tools;
 }

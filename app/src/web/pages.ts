@@ -19,7 +19,7 @@ export interface UiPage {
 export const UI_PAGES: readonly UiPage[] = [
   { path: "/", file: "home.html", title: "Home", script: "home.js" },
   { path: "/explorer", file: "explorer.html", title: "Database", script: "explorer.js" },
-  { path: "/settings", file: "settings.html", title: "Settings" },
+  { path: "/settings", file: "settings.html", title: "Settings", script: "settings.js" },
   { path: "/settings/plugins", file: "plugins.html", title: "Plugins", script: "plugins.js" },
   { path: "/settings/allowlist", file: "allowlist.html", title: "Allowlist", script: "allowlist.js" },
   { path: "/people", file: "people.html", title: "People", script: "people.js" },

@@ -30,6 +30,10 @@ export const toolSummarySchema = z.object({
   parameters: z.record(z.string(), toolParameterSchema),
   /** The JSON Schema the plugin declared (Cyclop One, Workbench), exactly as declared. */
   schema: z.record(z.string(), z.unknown()).optional(),
+  /** Osaurus's permission policy: `ask` waits for the owner's approval, `deny` never runs. */
+  policy: z.enum(["auto", "ask", "deny"]).optional(),
+  /** Why the tool cannot run on this machine (a macOS permission an Osaurus tool needs). */
+  unavailable: z.string().optional(),
 });
 export type ToolSummary = z.infer<typeof toolSummarySchema>;
 
@@ -52,7 +56,7 @@ export const configKeyStatusSchema = z.object({
 });
 
 /** The plugin formats the runner hosts (a plugin's `format`; absent from older runners: Stavrobot). */
-export const PLUGIN_FORMATS = ["stavrobot", "cyclopone", "workbench", "mcp"] as const;
+export const PLUGIN_FORMATS = ["stavrobot", "cyclopone", "workbench", "mcp", "osaurus"] as const;
 
 /** How an MCP server is doing, as the owner's Plugins page and the runner's health show it. */
 export const mcpServerStatusSchema = z.object({
@@ -83,6 +87,10 @@ export const pluginSummarySchema = z.object({
   waitingApproval: z.array(z.string()).optional(),
   /** An MCP server's transport and state (format "mcp"). */
   server: mcpServerStatusSchema.optional(),
+  /** The skills (SKILL.md) the plugin ships, which the model reads on demand (Osaurus). */
+  skills: z.array(z.object({ name: z.string(), description: z.string() })).optional(),
+  /** Whether its package's signature was verified against a trusted key at install (Osaurus). */
+  verified: z.boolean().optional(),
 });
 export type PluginSummary = z.infer<typeof pluginSummarySchema>;
 
@@ -162,8 +170,30 @@ export const createPluginRequestSchema = z.strictObject({
   description: z.string().trim().min(1).max(2000),
 });
 
-/** `POST /install` */
-export const installRequestSchema = z.strictObject({ url: z.string().trim().min(1).max(2048) });
+/** Osaurus packages larger than this are refused (the runner's own limit too). */
+export const PACKAGE_LIMIT_BYTES = 64 * 1024 * 1024;
+
+/**
+ * `POST /install`: a git URL or the http(s) URL of an Osaurus `<plugin_id>-<version>.zip`; or an
+ * Osaurus package the owner uploaded, inline (`filename` must follow the same convention).
+ */
+export const installRequestSchema = z.union([
+  z.strictObject({ url: z.string().trim().min(1).max(2048) }),
+  z.strictObject({
+    package: z.strictObject({
+      filename: z.string().min(1).max(255),
+      data: z.string().max(Math.ceil(PACKAGE_LIMIT_BYTES / 3) * 4),
+      /** Its `.minisig` signature, when the owner has one. */
+      signature: z
+        .string()
+        .max(64 * 1024)
+        .optional(),
+    }),
+  }),
+]);
+
+/** `GET /bundles/:name/skills/:skill`: one skill's SKILL.md, for the model to read. */
+export const skillResponseSchema = z.object({ name: z.string(), description: z.string(), text: z.string() });
 
 export const missingConfigSchema = z.object({ key: z.string(), description: z.string() });
 

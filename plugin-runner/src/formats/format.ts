@@ -13,10 +13,10 @@ import type { ValidatedParams } from "../validate.js";
  * that keep a process (Workbench here; MCP servers and Osaurus libraries next) start it through the
  * sandbox's long-lived processes, learn their tools from it, and end it in `stop`.
  */
-export type FormatId = "stavrobot" | "cyclopone" | "workbench" | "mcp";
+export type FormatId = "stavrobot" | "cyclopone" | "workbench" | "mcp" | "osaurus";
 
 /** The directory formats in the order a directory is tried (the first whose marker file is there wins). */
-export const FORMAT_IDS: readonly FormatId[] = ["stavrobot", "cyclopone", "workbench"];
+export const FORMAT_IDS: readonly FormatId[] = ["osaurus", "stavrobot", "cyclopone", "workbench"];
 
 /** How the owner and the model see each format's name. */
 export const FORMAT_LABELS: Readonly<Record<FormatId, string>> = {
@@ -24,6 +24,7 @@ export const FORMAT_LABELS: Readonly<Record<FormatId, string>> = {
   cyclopone: "Cyclop One",
   workbench: "Workbench",
   mcp: "MCP server",
+  osaurus: "Osaurus",
 };
 
 /** A JSON Schema object as a plugin declared it (kept as given, checked with a validator). */

@@ -6,7 +6,7 @@ import type { Isolation } from "../users.js";
 import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
 import type { JsonSchema } from "../formats/format.js";
 import { FORMAT_TOOL_NAME, flatParameters } from "../formats/format.js";
-import { McpServer, type McpServerDeps } from "./server.js";
+import type { McpServer, McpServerDeps } from "./server.js";
 
 export interface McpServersOptions extends Omit<McpServerDeps, "changed"> {
   /** A server no longer declared loses its user (its state directory stays, for when it returns). */
@@ -136,7 +136,11 @@ export class McpServers {
     }
     const next = new Map<string, McpServer>();
     const stopping: McpServer[] = [];
+    // The MCP SDK (some 10 MB of a runner's memory) is loaded only once a server is declared.
+    const { McpServer } =
+      Object.keys(declared).length > 0 ? await import("./server.js") : { McpServer: undefined };
     for (const [name, declaration] of Object.entries(declared)) {
+      if (!McpServer) break;
       const current = this.servers.get(name);
       if (current && JSON.stringify(current.declaration) === JSON.stringify(declaration)) {
         next.set(name, current);

@@ -5,6 +5,7 @@ import { api } from "./lib/api.js";
 import { byId, el, fill, showError } from "./lib/dom.js";
 import { formatDuration, formatInteger } from "./lib/format.js";
 import { mountChat } from "./chat.js";
+import { showProviderBanner } from "./provider-banner.js";
 
 const REFRESH_MS = 10_000;
 /** The doctor asks the provider and Telegram too: less often than the status. */
@@ -77,6 +78,7 @@ function telegramState(telegram) {
 }
 
 function showChecks(checked) {
+  showProviderBanner(byId("provider-banner"), checked);
   const failing = checked.checks.filter((check) => check.state === "fail").length;
   byId("checks-summary").textContent =
     failing > 0

@@ -9,6 +9,7 @@ const FORMATS = {
   cyclopone: "Cyclop One",
   workbench: "Workbench",
   mcp: "MCP server",
+  osaurus: "Osaurus",
 };
 
 export function formatLabel(format) {
@@ -79,12 +80,28 @@ export function renderTrust(plugin, { status, onChange }) {
         text: "Approve",
       });
       all.addEventListener("click", () => act(all, "/api/settings/plugins/approve", { name: plugin.name }));
+      // An Osaurus plugin's tools each say whether they ask: the owner may approve them one by one.
+      const each =
+        plugin.format === "osaurus"
+          ? waiting.map((tool) => {
+              const one = el("button", {
+                type: "button",
+                "data-action": "approve-tool",
+                "data-tool": tool,
+                text: `Approve ${tool}`,
+              });
+              one.addEventListener("click", () =>
+                act(one, "/api/settings/plugins/approve", { name: plugin.name, tool }),
+              );
+              return one;
+            })
+          : [];
       approval.push(
         el("p", {
           "data-approval": "waiting",
           text: `Version ${plugin.version} waits for your approval before these tools can run: ${waiting.join(", ")}.`,
         }),
-        el("div", { class: "actions" }, all),
+        el("div", { class: "actions" }, all, ...each),
       );
     }
   }
@@ -108,11 +125,15 @@ export function renderTrust(plugin, { status, onChange }) {
         ? asks.length > 0
           ? `It asks for: ${asks.join(", ")}.`
           : "It asks for no permissions."
-        : plugin.format === "mcp"
-          ? plugin.networkAllowed
-            ? "config.toml lets it have network."
-            : "config.toml says network = false."
-          : "Its format declares no permissions.",
+        : plugin.format === "osaurus"
+          ? `${plugin.verified ? "Its package's signature was verified." : "Its package was not verified."} ` +
+            (asks.length > 0 ? `Its tools need: ${asks.join(", ")}.` : "Its tools need no permissions.") +
+            (plugin.skills?.length ? ` Skills: ${plugin.skills.map((skill) => skill.name).join(", ")}.` : "")
+          : plugin.format === "mcp"
+            ? plugin.networkAllowed
+              ? "config.toml lets it have network."
+              : "config.toml says network = false."
+            : "Its format declares no permissions.",
     ),
     ...approval,
     el("label", { class: "check" }, box, "Network (it reaches what this machine reaches, loopback included)"),

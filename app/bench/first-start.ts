@@ -1,0 +1,101 @@
+/**
+ * Section "firststart" of `npm run bench`: `npm start` on an empty embedded database, against a
+ * later start on the database it made. Each start is timed from spawn to the first authenticated
+ * 200 and its app process's memory read once it has been idle (and its peak, VmHWM).
+ *
+ * Two kinds of first start: with the prepared database already kept (every new data directory of
+ * an install but its first), and the first of an install (PGLITE_TEMPLATE_DIR pointed at an empty
+ * directory, so the prepared database is made first, in a child process).
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { FakeLlmServer } from "@stavrobot/common/test-support";
+import { configFor } from "../test/helpers/app.js";
+import { median, treeRssMb } from "./measure.js";
+import { launchProduct } from "./product.js";
+import { environment } from "./setup.js";
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+/** Idle time before memory is read, as the turns section waits. */
+const SETTLE_MS = 2_000;
+
+interface StartFigures {
+  ms: number;
+  /** Resident memory of the launcher + app process after SETTLE_MS, MB. */
+  idle: number;
+  /** Its highest resident memory since it started (VmHWM), MB. */
+  peak: number;
+}
+
+function peakMb(pid: number): number {
+  try {
+    return Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
+  } catch {
+    return NaN;
+  }
+}
+
+async function measuredStart(env: NodeJS.ProcessEnv): Promise<StartFigures> {
+  const product = await launchProduct(env);
+  try {
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    const pid = product.child.pid as number;
+    return { ms: product.startMs, idle: treeRssMb(pid).own, peak: peakMb(pid) };
+  } finally {
+    await product.stop();
+  }
+}
+
+interface Round {
+  first: StartFigures;
+  later: StartFigures;
+  install?: StartFigures;
+}
+
+async function round(fake: FakeLlmServer): Promise<Round> {
+  const env = await environment("pglite", configFor(fake));
+  const templates = mkdtempSync(join(tmpdir(), "stavrobot-bench-templates-"));
+  const fresh = await environment("pglite", configFor(fake));
+  try {
+    const first = await measuredStart(env.env);
+    const later = await measuredStart(env.env);
+    const install = await measuredStart({ ...fresh.env, PGLITE_TEMPLATE_DIR: templates });
+    return { first, later, install };
+  } finally {
+    await env.cleanup();
+    await fresh.cleanup();
+    rmSync(templates, { recursive: true, force: true });
+  }
+}
+
+export async function firstStart(fake: FakeLlmServer): Promise<string[]> {
+  // A start that bundles (after a source changed) or makes the prepared database is not timed.
+  const warm = await environment("pglite", configFor(fake));
+  try {
+    await (await launchProduct(warm.env)).stop();
+  } finally {
+    await warm.cleanup();
+  }
+  const rounds: Round[] = [];
+  for (let i = 1; i <= ROUNDS; i++) {
+    process.stderr.write(`bench: first start, round ${i}/${ROUNDS}\n`);
+    rounds.push(await round(fake));
+  }
+  const figure = (pick: (r: Round) => StartFigures | undefined, key: keyof StartFigures, unit: string) => {
+    const values = rounds.map((r) => pick(r)?.[key] ?? NaN).filter(Number.isFinite);
+    if (values.length === 0) return "n/a";
+    const digits = unit === "s" ? 2 : 0;
+    const show = (n: number) => (unit === "s" ? (n / 1000).toFixed(digits) : n.toFixed(digits));
+    return `${show(median(values))} ${unit} (${show(Math.min(...values))}–${show(Math.max(...values))})`;
+  };
+  const row = (label: string, pick: (r: Round) => StartFigures | undefined) =>
+    `| ${label} | ${figure(pick, "ms", "s")} | ${figure(pick, "idle", "MB")} | ${figure(pick, "peak", "MB")} |`;
+  return [
+    `| embedded database, start → first authenticated 200 (median of ${ROUNDS}, lowest–highest) | time | idle RSS, launcher + app | peak RSS (VmHWM) |`,
+    "|---|---|---|---|",
+    row("first start, empty database (prepared database kept)", (r) => r.first),
+    row("later start on that database", (r) => r.later),
+    row("first start of an install (prepared database made first)", (r) => r.install),
+  ];
+}

@@ -1,0 +1,21 @@
+import { LOAD_TOOLS, ON_DEMAND_TOOLS } from "../../src/tools/load-tools.js";
+
+interface ToolDefinition {
+  name: string;
+  description?: string;
+}
+
+/**
+ * The tools a model request offers: those it describes, and the on-demand ones its `load_tools`
+ * names (their definitions come once the conversation loads them).
+ */
+export function offeredTools(body: unknown): string[] {
+  const tools = ((body as { tools?: ToolDefinition[] } | undefined)?.tools ?? []).filter(
+    (tool): tool is ToolDefinition => typeof tool?.name === "string",
+  );
+  const loader = tools.find((tool) => tool.name === LOAD_TOOLS);
+  const loadable = Object.keys(ON_DEMAND_TOOLS).filter(
+    (name) => loader?.description?.includes(`${name} (`) && !tools.some((tool) => tool.name === name),
+  );
+  return [...tools.map((tool) => tool.name), ...loadable];
+}

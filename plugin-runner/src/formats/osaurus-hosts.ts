@@ -1,0 +1,248 @@
+import { lstat, readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { constants } from "node:os";
+import { dirname, join } from "node:path";
+import {
+  JsonLines,
+  KeptProcess,
+  ProcessGoneError,
+  TimedOutError,
+  errorMessage,
+  writeFileAtomic,
+} from "@stavrobot/common";
+import type { Logger, Mount } from "@stavrobot/common";
+import type { Executor } from "../executor.js";
+import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
+import type { RunOutcome } from "../chat-messages.js";
+import type { Plugin } from "../plugins.js";
+
+interface Host {
+  kept: KeptProcess<JsonLines>;
+  /** What get_manifest answered when the library was loaded. */
+  manifest: string;
+  abi: number;
+  stamp: string;
+}
+
+/** What a host needs to load a plugin: its directory and its library, relative to it. */
+export interface OsaurusTarget {
+  plugin: Pick<Plugin, "name" | "dir" | "network">;
+  library: string;
+  /** The secrets the owner set (the plugin's `config_get` reads them). */
+  secrets: () => Promise<Record<string, string>>;
+}
+
+const HOST_SCRIPT = "osaurus-host.cjs";
+let hostScript: string | undefined;
+/** How long loading a library (entry point, `init`, `get_manifest`) may take. */
+const LOAD_TIMEOUT_MS = 30_000;
+const RETRY_FAILED_MS = 60_000;
+/** The plugin's own settings (`config_set`), in its data directory. */
+export const SETTINGS_FILE = "osaurus-settings.json";
+
+/** koffi's package and its prebuilt binaries (`@koromix/…`), beside it in node_modules. */
+function koffiDirs(): { koffi: string; prebuilt: string } {
+  const koffi = dirname(createRequire(import.meta.url).resolve("koffi"));
+  return { koffi, prebuilt: join(dirname(koffi), "@koromix") };
+}
+
+/**
+ * One kept Node process per Osaurus plugin, each the host script in the plugin's sandbox with the
+ * plugin's library loaded through koffi: started when the plugin is first read (the manifest is
+ * what `get_manifest` answered), killed at a call's time limit, restarted after a crash (a segfault
+ * or abort ends that process only), started again when the library changes, and stopped (the
+ * library's `destroy` called) when the plugin is updated or removed.
+ */
+export class OsaurusHosts {
+  private readonly hosts = new Map<string, Host>();
+  private readonly failures = new Map<string, { stamp: string; error: Error; at: number }>();
+
+  constructor(
+    private readonly executor: Executor,
+    private readonly logger: Logger,
+  ) {}
+
+  /** The library's manifest, from its running host (started, or restarted if the library changed). */
+  async manifest(target: OsaurusTarget): Promise<{ manifest: string; abi: number }> {
+    const { name } = target.plugin;
+    const stamp = await stampOf(target);
+    let host = this.hosts.get(name);
+    if (host && host.stamp !== stamp) {
+      await this.stop(name);
+      host = undefined;
+    }
+    const failed = this.failures.get(name);
+    if (!host && failed?.stamp === stamp && Date.now() - failed.at < RETRY_FAILED_MS) throw failed.error;
+    host ??= this.create(target, stamp);
+    try {
+      await host.kept.session();
+    } catch (error) {
+      await this.stop(name);
+      this.failures.set(name, { stamp, error: error as Error, at: Date.now() });
+      throw error;
+    }
+    this.failures.delete(name);
+    return { manifest: host.manifest, abi: host.abi };
+  }
+
+  /**
+   * `invoke(ctx, "tool", id, payload)` in the plugin's host. Past `timeoutMs` the host is killed and
+   * started again; a host that dies during the call answers an error, and is started again.
+   */
+  async invoke(
+    target: OsaurusTarget,
+    tool: string,
+    payload: string,
+    secrets: Record<string, string>,
+    timeoutMs: number,
+  ): Promise<RunOutcome> {
+    const host = this.hosts.get(target.plugin.name) ?? this.create(target, await stampOf(target));
+    let answer: Record<string, unknown>;
+    try {
+      answer = await host.kept.use(
+        (session) => session.request({ op: "invoke", tool, payload, secrets }),
+        timeoutMs,
+      );
+    } catch (error) {
+      if (error instanceof TimedOutError) {
+        const seconds = Math.round(timeoutMs / 100) / 10;
+        return {
+          success: false,
+          error: `Tool execution timed out after ${seconds} s: the plugin's process was stopped and is being started again.`,
+        };
+      }
+      if (error instanceof ProcessGoneError) {
+        return {
+          success: false,
+          error: this.executor.tidy(
+            `The plugin's process ended while the tool ran (it crashed); it is being started again. ${signalled(error.message)}`,
+          ),
+        };
+      }
+      return {
+        success: false,
+        error: this.executor.tidy(`The plugin could not be started: ${errorMessage(error)}`),
+      };
+    }
+    if (answer.ok !== true) {
+      return { success: false, error: typeof answer.error === "string" ? answer.error : "unknown error" };
+    }
+    if (typeof answer.result !== "string") return { success: false, error: "Plugin returned NULL response" };
+    return resultOutcome(answer.result);
+  }
+
+  async stop(plugin: string): Promise<void> {
+    this.failures.delete(plugin);
+    const host = this.hosts.get(plugin);
+    this.hosts.delete(plugin);
+    // stdin closed first: the host calls the library's destroy() and leaves.
+    await host?.kept.stop(1_000);
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.hosts.keys()].map((plugin) => this.stop(plugin)));
+  }
+
+  /** The launcher's pid of a plugin's host while it runs (tests and diagnostics). */
+  pidOf(plugin: string): number | undefined {
+    return this.hosts.get(plugin)?.kept.pid;
+  }
+
+  private create(target: OsaurusTarget, stamp: string): Host {
+    const { executor, logger } = this;
+    const { plugin } = target;
+    const host: Host = {
+      stamp,
+      manifest: "",
+      abi: 0,
+      kept: new KeptProcess<JsonLines>({
+        name: `osaurus:${plugin.name}`,
+        logger,
+        start: async () => {
+          const prepared = await executor.prepareForRun(plugin.dir, plugin.name);
+          const script = join(prepared.cache, HOST_SCRIPT);
+          hostScript ??= await readFile(join(HOST_SCRIPTS_DIR, HOST_SCRIPT), "utf8");
+          await writeFileAtomic(script, hostScript, undefined, 0o644);
+          const paths = executor.pluginPaths(plugin, prepared, undefined);
+          const dirs = koffiDirs();
+          // Read-only, at their own paths (koffi finds its binaries beside itself).
+          const mounts: Mount[] = executor.namespaces
+            ? [
+                { source: dirs.koffi, target: dirs.koffi },
+                { source: dirs.prebuilt, target: dirs.prebuilt },
+              ]
+            : [];
+          const process = executor.startKept(
+            prepared,
+            { ...paths, mounts: [...paths.mounts, ...mounts] },
+            {
+              command: "node",
+              args: [`${paths.cacheRoot}/${HOST_SCRIPT}`],
+              cwd: paths.pluginRoot,
+              env: { OSAURUS_KOFFI: dirs.koffi },
+            },
+          );
+          const session = new JsonLines(process);
+          session.onMessage((message) => {
+            if (message.event !== "log") return;
+            logger.info("plugin log", {
+              plugin: plugin.name,
+              level: message.level,
+              message: String(message.message).slice(0, 2_000),
+            });
+          });
+          const timer = setTimeout(() => process.kill(), LOAD_TIMEOUT_MS);
+          try {
+            const loaded = await session.request({
+              op: "load",
+              library: paths.toSandbox(join(plugin.dir, target.library)),
+              settingsFile: `${paths.dataRoot}/${SETTINGS_FILE}`,
+              secrets: await target.secrets(),
+            });
+            if (loaded.ok !== true) throw new Error(String(loaded.error ?? "the library did not load"));
+            host.manifest = typeof loaded.manifest === "string" ? loaded.manifest : "";
+            host.abi = typeof loaded.abi === "number" ? loaded.abi : 1;
+          } catch (error) {
+            process.kill();
+            throw new Error(`the library could not be loaded: ${errorMessage(error)}`, { cause: error });
+          } finally {
+            clearTimeout(timer);
+          }
+          return { process, session };
+        },
+      }),
+    };
+    this.hosts.set(plugin.name, host);
+    return host;
+  }
+}
+
+/** The answer as the model sees it (the string unchanged); `ok:false` or a top-level `error` fail. */
+export function resultOutcome(result: string): RunOutcome {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(result);
+  } catch {
+    return { success: true, output: result };
+  }
+  if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
+    const record = parsed as Record<string, unknown>;
+    if (record.ok === false || (record.error !== undefined && record.error !== null))
+      return { success: false, error: result };
+  }
+  return { success: true, output: result };
+}
+
+/** A sandbox's launcher reports a signal as exit code 128 + n: name it, as a direct child's would be. */
+function signalled(message: string): string {
+  return message.replace(/exited with code (\d+)/, (text, code: string) => {
+    const number = Number(code) - 128;
+    const name = Object.entries(constants.signals).find(([, value]) => value === number)?.[0];
+    return number > 0 && name ? `was killed by ${name}` : text;
+  });
+}
+
+async function stampOf(target: OsaurusTarget): Promise<string> {
+  const info = await lstat(join(target.plugin.dir, target.library)).catch(() => undefined);
+  return `${info?.mtimeMs ?? -1},${info?.size ?? -1}`;
+}
