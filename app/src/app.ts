@@ -28,7 +28,9 @@ import { InboxStore } from "./db/inbox.js";
 import { migrate } from "./db/migrations.js";
 import { FileAreas } from "./files/areas.js";
 import { removeOldFiles } from "./files/housekeeping.js";
-import { ANSWER_EVENT, LiveEvents } from "./live/events.js";
+import { LiveEvents } from "./live/events.js";
+import { keepForOwner } from "./live/notifications.js";
+import { NotificationStore } from "./db/notifications.js";
 import type { OwnSiblings } from "./local/own-sibling.js";
 import { wireSiblings } from "./local/wiring.js";
 import { createTranscriber } from "./media/stt.js";
@@ -128,6 +130,12 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     cleanup.add(() => inbox.flushSeen().catch(() => undefined));
     // What the owner's open consoles hear of at once (`GET /api/events`).
     const live = new LiveEvents();
+    // Each answer kept for the owner is listed until they dismiss it, then the consoles hear of it.
+    const keepAnswer = keepForOwner({
+      notifications: new NotificationStore(db),
+      live,
+      logger: logger.child("notifications"),
+    });
     const channels = await wireChannels({
       config,
       db,
@@ -136,7 +144,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       publicHostname,
       uploadsDir: paths.uploadsDir,
       signalBridge: siblings.signalBridge,
-      onKept: (answer) => live.publish(ANSWER_EVENT, answer),
+      onKept: (answer) => void keepAnswer(answer),
       logger,
     });
     cleanup.add(() => channels.worker.stop());

@@ -19,6 +19,8 @@ import { createUploadHandler } from "./routes/upload.js";
 import { addAllowlistRoutes } from "./routes/allowlist.js";
 import { addPeopleRoutes } from "./routes/people.js";
 import { addAnswerRoutes } from "./routes/answers.js";
+import { addChatHistoryRoutes } from "./routes/chat-history.js";
+import { NotificationStore } from "./db/notifications.js";
 import { addEventRoutes } from "./routes/events.js";
 import type { LiveEvents } from "./live/events.js";
 import { addLoginRoutes } from "./routes/login.js";
@@ -46,7 +48,7 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   internalSecret: string;
   logger: Logger;
   /** The configured channels: their routes (inbound webhooks, pages) and their home-page parts. */
-  channels: Pick<ChannelWiring, "addRoutes" | "status" | "checks">;
+  channels: Pick<ChannelWiring, "addRoutes" | "status" | "checks" | "ownerIds">;
   /** The subscription login page's flows (`/login`). */
   login: LoginFlows;
   usage: UsageRouteDeps;
@@ -121,7 +123,12 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   addProviderSettingsRoutes(external, deps.providerSettings);
   addFullBackupRoutes(external, { sources: deps.fullBackup, logger: deps.logger.child("backup") });
   addPeopleRoutes(external, deps.db);
-  addAnswerRoutes(external, deps.inbox);
+  addAnswerRoutes(external, {
+    inbox: deps.inbox,
+    notifications: new NotificationStore(deps.db),
+    live: deps.live,
+  });
+  addChatHistoryRoutes(external, { db: deps.db, owner: deps.channels.ownerIds });
   addEventRoutes(external, { live: deps.live, inbox: deps.inbox, logger: deps.logger.child("events") });
   addLoginRoutes(external, deps.login);
   addUsageRoutes(external, deps.usage);

@@ -55,7 +55,7 @@ describe("the REPL prints reminders as they fire", () => {
     await vi.waitFor(
       () =>
         expect(repl.stdout()).toMatch(
-          /Scheduled\.\n> \nJust in:\n> \[Cron entry \d+ has fired\] stretch your legs \(cron\)\nTime to stretch your legs!\n\n> $/,
+          /Scheduled\.\n> \nJust in:\n> stretch your legs \(cron\)\nTime to stretch your legs!\n\n> $/,
         ),
       WAIT,
     );
@@ -88,7 +88,7 @@ describe("the REPL prints reminders as they fire", () => {
     await vi.waitFor(() => expect(repl.stdout()).toContain("Yes, I am here.\n"), WAIT);
     const out = repl.stdout();
     expect(out).toMatch(
-      /> \nJust in:\n> \[Cron entry \d+ has fired\] water the plants \(cron\)\nWater the plants now\.\n\n(.|\n)*Yes, I am here\.\n> $/,
+      /> \nJust in:\n> water the plants \(cron\)\nWater the plants now\.\n\n(.|\n)*Yes, I am here\.\n> $/,
     );
     expect(out.match(/Water the plants now\./g)).toHaveLength(1);
     expect(ownerTexts(t.fake.requests).at(-1)).toMatch(/\nText: are you there\?$/);
@@ -103,7 +103,7 @@ describe("the REPL prints reminders as they fire", () => {
     const repl = track(asProcess([], env()));
     await vi.waitFor(() => expect(repl.stdout()).toMatch(/Ctrl-D exits\.\n> $/), WAIT);
     expect(repl.stdout()).toMatch(
-      /^While you were away:\n\n> \[Cron entry \d+ has fired\] call the bank \(cron\)\nCall the bank before noon\.\n\nConnected to /,
+      /^While you were away:\n\n> call the bank \(cron\)\nCall the bank before noon\.\n\nConnected to /,
     );
     await vi.waitFor(async () => expect(await pending(t.app)).toEqual([]), WAIT);
     await end(repl);

@@ -178,13 +178,13 @@ async function showKeptAnswers(
   );
 }
 
-/** Each answer under the first line of what it answers, and where that came from. */
+/** Each answer under its title (else the first line of what it answers), and where that came from. */
 function formatAnswers(answers: KeptAnswer[]): string {
   return answers
     .map((answer) => {
-      const about = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
-      // A firing's `cron:<id>` shows as `cron`: its text already names the entry. (The client
-      // imports nothing outside its folder, so this is not audience.ts's shownSource.)
+      const about = answer.title || answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
+      // A firing's `cron:<id>` shows as `cron`. (The client imports nothing outside its folder, so
+      // this is not audience.ts's shownSource.)
       const shown = answer.source?.startsWith("cron:") ? "cron" : answer.source;
       const from = shown && shown !== "cli" && shown !== "web" ? ` (${shown})` : "";
       return `> ${about}${from}\n${answer.response}`;

@@ -11,6 +11,8 @@ export interface KeptAnswer {
   source: string | null;
   message: string;
   response: string;
+  /** In the owner's words (a reminder's note), when it has one. */
+  title?: string | undefined;
 }
 
 export interface FollowOptions {

@@ -25,6 +25,11 @@ export interface InboxPayload {
   agentId?: number | undefined;
   /** How that agent sees the sender (the interlocutor's display name, or "name (ID: n)" of an agent). */
   from?: string | undefined;
+  /**
+   * What the owner calls it, for a message no person wrote (a reminder's note, a plugin's tool):
+   * its notification and the web chat's history show this instead of the model's instructions.
+   */
+  title?: string | undefined;
 }
 
 /** A file a channel's message named, to fetch when its turn runs. */
@@ -82,6 +87,8 @@ export interface UnseenAnswer {
   source: string | null;
   message: string;
   response: string;
+  /** Its notification's title, in the owner's words (set when it is first kept). */
+  title?: string | undefined;
 }
 
 /** Durable record of accepted messages: written before a message is acknowledged. */
@@ -231,7 +238,7 @@ export class InboxStore {
     const id = result.rows[0]?.id ?? 0;
     this.ahead.offer(result.rows[0]?.spare);
     this.noteUnseen(id);
-    return { id, source, message, response };
+    return { id, source, message, response, title: message.replace(/^\((.*)\)$/s, "$1") };
   }
 
   /**
@@ -358,6 +365,7 @@ export class InboxStore {
       source: row.source,
       message: row.payload.message ?? "",
       response: row.response,
+      ...(row.payload.title ? { title: row.payload.title } : {}),
     }));
   }
 

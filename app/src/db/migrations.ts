@@ -280,6 +280,21 @@ export const migrations: readonly Migration[] = [
           AND (usage.source IS NULL OR usage.source = 'cron');
     `,
   },
+  {
+    version: 8,
+    name: "notifications the owner dismisses",
+    sql: `
+      -- An answer kept for the owner (a reminder, a plugin's result, a notice), listed on every
+      -- page until the owner dismisses it; its title is in the owner's words (a reminder's note).
+      CREATE TABLE notifications (
+        inbox_id INTEGER PRIMARY KEY REFERENCES inbox (id) ON DELETE CASCADE,
+        title TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        dismissed_at TIMESTAMPTZ
+      );
+      CREATE INDEX notifications_open ON notifications (inbox_id) WHERE dismissed_at IS NULL;
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

@@ -5,6 +5,7 @@ import { MAIN_AGENT_ID } from "../db/messages.js";
 import type { Answer } from "../queue/endings.js";
 import { EMPTY_REPLY } from "../queue/replies.js";
 import type { Channel, DeliveryPayload, DeliveryStore } from "./store.js";
+import { notificationTitle } from "./titles.js";
 import type { DeliveryWorker } from "./worker.js";
 
 export interface AnswerDeps {
@@ -59,6 +60,7 @@ export class AnswerDelivery {
           message: entry.payload?.message ?? "",
           // As the queue saved it.
           response: sanitizeText(answer.kind === "reply" ? answer.text || EMPTY_REPLY : answer.text),
+          title: notificationTitle(entry),
         });
       }
       return;
@@ -88,12 +90,14 @@ export class AnswerDelivery {
 
   /**
    * At start-up: answers of turns that finished just before a crash, before they were handed to
-   * the deliveries. Only recent ones: older console replies simply wait for the owner.
+   * the deliveries or kept for the owner (`onKept`: listing one twice changes nothing). Only
+   * recent ones: older console replies simply wait for the owner.
    */
   async recover(): Promise<number> {
     let handed = 0;
     for (const entry of await this.deps.inbox.recentUnseen(200)) {
-      if (destinationFor(entry, this.deps.owner).kind === "console") continue;
+      const destination = destinationFor(entry, this.deps.owner);
+      if (destination.kind === "console" && !startedByNobody(entry.source)) continue;
       try {
         await this.deliver(entry, answerOf(entry));
         handed++;

@@ -16,6 +16,9 @@ export interface LiveEvent {
  */
 export const ANSWER_EVENT = "answer";
 
+/** Notifications the owner dismissed (`{ids}`), so every open page stops listing them. */
+export const DISMISSED_EVENT = "dismissed";
+
 /** An event with its place in this process's sequence. */
 export interface Published {
   seq: number;

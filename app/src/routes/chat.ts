@@ -92,8 +92,11 @@ function chatHandler(deps: ChatDeps): Handler {
             body.pluginResult && (await describePluginRun({ ...body.pluginResult, filesDir: deps.filesDir }));
           const message = [body.message, run?.text].filter((part) => part?.trim()).join("\n\n") || undefined;
           const images = run?.files.filter((file) => file.mimeType.startsWith("image/")) ?? [];
+          // How the owner's notification names it (its kind says which plugin).
+          const title =
+            body.pluginResult && `${body.pluginResult.tool ?? "Set-up"} ${run?.ok ? "finished" : "failed"}`;
           return {
-            payload: { message, attachments: [...attachments, ...written, ...images] },
+            payload: { message, attachments: [...attachments, ...written, ...images], title },
             discard: () => removeFiles(written),
           };
         },
@@ -249,10 +252,13 @@ function withMissedReplies(reply: string, missed: UnseenAnswer[]): string {
   return `${formatPendingAnswers(missed)}\n\n---\n\n${reply}`;
 }
 
-/** Answers the owner has not seen, each under the first line of what it answers and where that came from. */
+/**
+ * Answers the owner has not seen, each under its title in the owner's words (else the first line of
+ * what it answers) and where that came from.
+ */
 export function formatPendingAnswers(answers: UnseenAnswer[]): string {
   const earlier = answers.map((answer) => {
-    const first = answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
+    const first = answer.title || answer.message.split("\n")[0]?.slice(0, 200) || "(attachment)";
     const from = answer.source && !isOwnerConsole(answer.source) ? ` (${shownSource(answer.source)})` : "";
     return `> ${first}${from}\n${answer.response}`;
   });

@@ -151,9 +151,10 @@ export class Scheduler {
         : await tx.query("DELETE FROM cron_entries WHERE id = $1 AND fire_at = $2", [entry.id, entry.fireAt]);
       if (claimed.rowCount === 0) return undefined; // Changed, deleted or already fired meanwhile.
       const inbox = (this.deps.inbox ?? new InboxStore(this.deps.db)).within(tx);
-      // The source names the entry (`cron:<id>`): the Schedule page finds each entry's last result and cost by it.
-      const source = `cron:${entry.id}`;
-      return (await inbox.add(source, null, { message: cronMessage(entry), attachments: [] })).entry;
+      // The source names the entry (`cron:<id>`): the Schedule page finds each entry's last result
+      // and cost by it. The note is the reminder as the owner knows it: their notification's title.
+      const payload = { message: cronMessage(entry), attachments: [], title: entry.note };
+      return (await inbox.add(`cron:${entry.id}`, null, payload)).entry;
     });
     if (!saved) return;
     this.deps.logger.info("cron entry fired", {

@@ -24,6 +24,7 @@ const INTERNAL_TABLES = new Set([
   "agents",
   "interlocutors",
   "interlocutor_identities",
+  "notifications",
 ]);
 const MAX_TABLE_ROWS = 5;
 const SNIPPET_CHARS = 300;

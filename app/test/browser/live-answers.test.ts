@@ -14,9 +14,11 @@ import {
 import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
 
 /**
- * An owner without Telegram or Signal, with the home page open: a reminder the model set with
- * `manage_cron` appears in the chat as it fires, raises a browser notification while the owner
- * looks elsewhere (only once they allowed it, asked on a button), and is marked seen once they look.
+ * An owner without Telegram or Signal, with a page open (any page): a reminder the model set with
+ * `manage_cron` is listed as it fires, in the owner's words, raises a browser notification while
+ * the owner looks elsewhere (only once they allowed it, asked on a button), is marked seen once
+ * they look, stays listed over a reload and in another browser until dismissed, and then leaves
+ * every page at once. The home page's chat shows the recent conversation again after a reload.
  */
 let browser: Browser;
 let t: AdminFixture;
@@ -53,13 +55,20 @@ const OBSERVER = `(() => {
   };
 })();`;
 
-async function openHome(options: { allowNotifications: boolean }): Promise<OwnerContext> {
+/** Opens a page and waits until it follows the live events (it then reads the list). */
+async function openPage(path: string, options: { allowNotifications: boolean }): Promise<OwnerContext> {
   const owner = await ownerContext(browser, t.app.port);
   if (options.allowNotifications) await owner.context.grantPermissions(["notifications"]);
   await owner.context.addInitScript(OBSERVER);
-  await owner.page.goto("/");
-  await expect.poll(() => owner.page.textContent("#live-status")).toBe("Live");
+  await followingLive(owner, () => owner.page.goto(path));
   return owner;
+}
+
+/** Does `action` (a load) and waits until the page read the list once live. */
+async function followingLive(owner: OwnerContext, action: () => Promise<unknown>): Promise<void> {
+  const listed = owner.page.waitForResponse((response) => response.url().endsWith("/api/notifications"));
+  await action();
+  await listed;
 }
 
 /** The owner asks (from elsewhere) for a reminder the model sets to fire in a moment. */
@@ -79,7 +88,7 @@ async function pending(): Promise<{ id: number; response: string }[]> {
   return ((await response.json()) as { answers: { id: number; response: string }[] }).answers;
 }
 
-describeInBrowser("answers kept for the owner, live on the home page", () => {
+describeInBrowser("notifications that stay until the owner dismisses them", () => {
   beforeAll(async () => {
     [browser, t] = await Promise.all([launchBrowser(), startAdminFixture()]);
   });
@@ -89,23 +98,31 @@ describeInBrowser("answers kept for the owner, live on the home page", () => {
     await t?.close();
   });
 
-  it("shows a reminder as it fires, notifies while the owner looks elsewhere, and marks it seen when they look", async () => {
-    const owner = await openHome({ allowNotifications: true });
+  it("lists a reminder as it fires on any page, notifies, keeps it over a reload and in another browser, until dismissed", async () => {
+    const owner = await openPage("/usage", { allowNotifications: true });
     const { page } = owner;
+    const region = page.locator("#notifications");
+    expect(await region.isHidden()).toBe(true);
     // Already allowed: nothing to ask.
-    expect(await page.locator("#notify").isHidden()).toBe(true);
+    expect(await page.locator("#notifications-allow").isHidden()).toBe(true);
     const title = await page.title();
     await page.evaluate("window.__look(false)");
     await remind("water the plants", "Time to **water** the plants!");
-    const kept = page.locator(".bubble.kept");
-    await kept.waitFor({ timeout: 15_000 });
-    expect(await kept.locator(".kept-from").textContent()).toBe("Reminder · water the plants");
-    expect(await kept.locator("strong").textContent()).toBe("water");
-    // No "while you were away": it came while the page was open.
-    expect(await page.locator(".bubble.note").count()).toBe(0);
+    const item = page.locator("#notifications [data-notification]");
+    await item.waitFor({ timeout: 15_000 });
+    // In the owner's words: the reminder's note, never the model's instructions.
+    await expect
+      .poll(() => item.locator(".notification-title").textContent())
+      .toMatch(/^Reminder · water the plants \d/);
+    expect(await item.textContent()).not.toContain("Cron entry");
+    expect(await item.locator("p strong").textContent()).toBe("water");
     const [answer] = await pending();
     expect(await page.evaluate("window.__notifications")).toEqual([
-      { title: "Stavrobot · Reminder", body: "Time to water the plants!", tag: `answer-${answer?.id}` },
+      {
+        title: "Stavrobot · Reminder",
+        body: "water the plants: Time to water the plants!",
+        tag: `answer-${answer?.id}`,
+      },
     ]);
     expect(await page.title()).toBe(`(1) ${title}`);
     // Not seen while the owner looks elsewhere: another console would still show it.
@@ -113,14 +130,41 @@ describeInBrowser("answers kept for the owner, live on the home page", () => {
     await page.evaluate("window.__look(true)");
     await vi.waitFor(async () => expect(await pending()).toEqual([]));
     expect(await page.title()).toBe(title);
-    await screenshot(page, "home-live-answer");
+    await screenshot(page, "notification-listed");
+
+    // Seen, but listed until dismissed: after a reload, and in another browser.
+    await followingLive(owner, () => page.reload());
+    await item.waitFor();
+    expect(await item.getAttribute("data-notification")).toBe(String(answer?.id));
+    const other = await openPage("/", { allowNotifications: false });
+    const elsewhere = other.page.locator("#notifications [data-notification]");
+    await elsewhere.waitFor();
+    expect(await elsewhere.locator(".notification-title").textContent()).toMatch(
+      /^Reminder · water the plants /,
+    );
+    // No notification for what was there before the page opened.
+    expect(await other.page.evaluate("window.__notifications")).toEqual([]);
+
+    await item.getByRole("button", { name: "Dismiss: water the plants" }).click();
+    await region.waitFor({ state: "hidden" });
+    // The other browser stops listing it at once.
+    await other.page.locator("#notifications").waitFor({ state: "hidden" });
+    const listed = await fetch(`http://127.0.0.1:${t.app.port}/api/notifications`, {
+      headers: { Authorization: basicAuthHeader(PASSWORD) },
+    });
+    expect(await listed.json()).toEqual({ notifications: [] });
+    await followingLive(owner, () => page.reload());
+    expect(await region.isHidden()).toBe(true);
     expectNoProblems(owner);
+    expectNoProblems(other);
+    await other.context.close();
     await owner.context.close();
   });
 
   it("asks for notifications only when the button is pressed, and carries on quietly when refused", async () => {
-    const owner = await openHome({ allowNotifications: false });
+    const owner = await openPage("/", { allowNotifications: false });
     const { page } = owner;
+    await expect.poll(() => page.textContent("#live-status")).toBe("Live");
     const notify = page.locator("#notify");
     expect(await notify.isVisible()).toBe(true);
     expect(await page.evaluate("window.__asked")).toBe(0);
@@ -132,8 +176,9 @@ describeInBrowser("answers kept for the owner, live on the home page", () => {
     await page.evaluate("window.__look(false)");
     await remind("call the bank", "Call the bank before noon.");
     await page
-      .locator(".bubble.kept", { hasText: "Call the bank before noon." })
+      .locator("#notifications [data-notification]", { hasText: "Call the bank before noon." })
       .waitFor({ timeout: 15_000 });
+    expect(await page.locator("#notifications-allow").isHidden()).toBe(true);
     expect(await page.evaluate("window.__notifications")).toEqual([]);
     await page.evaluate("window.__look(true)");
     await vi.waitFor(async () => expect(await pending()).toEqual([]));
@@ -141,7 +186,36 @@ describeInBrowser("answers kept for the owner, live on the home page", () => {
     t.fake.enqueue(textTurn("Anything else?"));
     await page.fill("#chat-input", "thanks");
     await page.click("#chat-send");
-    await page.locator(".bubble.assistant:not(.pending):not(.kept)", { hasText: "Anything else?" }).waitFor();
+    await page.locator(".bubble.assistant:not(.pending)", { hasText: "Anything else?" }).waitFor();
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+
+  it("shows the recent conversation in the chat after a reload, reminders in the owner's words", async () => {
+    const owner = await openPage("/", { allowNotifications: false });
+    const { page } = owner;
+    await remind("feed the cat", "Feed the cat now.");
+    await page
+      .locator("#notifications [data-notification]", { hasText: "Feed the cat now." })
+      .waitFor({ timeout: 15_000 });
+    t.fake.enqueue(textTurn("All **good** here."));
+    await page.fill("#chat-input", "how are things?");
+    await page.click("#chat-send");
+    await page.locator(".bubble.assistant:not(.pending)", { hasText: "All good here." }).waitFor();
+    await followingLive(owner, () => page.reload());
+    const log = page.locator("#chat-log");
+    await log.locator(".history-end").waitFor();
+    const users = await log.locator(".bubble.user.history").allTextContents();
+    expect(users).toContain("how are things?");
+    const replies = log.locator(".bubble.assistant.history");
+    expect((await replies.last().textContent())?.trim()).toBe("All good here.");
+    expect(await replies.last().locator("strong").textContent()).toBe("good");
+    // The owner's request and the reminder it set, named by its note; never the model's instructions.
+    expect(users).toContain("remind me to feed the cat");
+    const reminder = log.locator(".bubble.kept", { hasText: "Feed the cat now." });
+    expect(await reminder.locator(".kept-from").textContent()).toMatch(/^Reminder · feed the cat · /);
+    expect(await log.textContent()).not.toContain("has fired");
+    await screenshot(page, "home-chat-history");
     expectNoProblems(owner);
     await owner.context.close();
   });

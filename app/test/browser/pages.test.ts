@@ -14,8 +14,8 @@ import {
 import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
 
 /**
- * The admin UI in a real browser: logging in, the home page (status, answers kept while it was
- * closed, the chat with Markdown and /stop), the allowlist, the database explorer, and every page at a phone's size.
+ * The admin UI in a real browser: logging in, the home page (status, the chat with Markdown and
+ * /stop), the notifications kept while no page was open, the allowlist, the database explorer, and every page at a phone's size.
  */
 let browser: Browser;
 let t: AdminFixture;
@@ -79,7 +79,7 @@ describeInBrowser("admin pages in Chromium", () => {
     await owner.context.close();
   });
 
-  it("shows in the chat what arrived while the page was closed, and marks it seen", async () => {
+  it("lists what arrived while the page was closed, marks it seen, and keeps it until dismissed", async () => {
     t.fake.enqueue(textTurn("The radar shows **rain** at 17:00."));
     const accepted = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
       method: "POST",
@@ -94,12 +94,13 @@ describeInBrowser("admin pages in Chromium", () => {
     await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1));
     await t.app.queue.idle();
     const owner = await ownerContext(browser, t.app.port);
-    await owner.page.goto("/");
-    const kept = owner.page.locator(".bubble.kept");
+    await owner.page.goto("/people");
+    const kept = owner.page.locator("#notifications [data-notification]");
     await kept.waitFor();
-    expect(await owner.page.locator(".bubble.note").first().textContent()).toBe("While you were away");
-    expect(await kept.locator(".kept-from").textContent()).toBe("Plugin radar/scan · rain at 17:00");
-    expect(await kept.locator("strong").textContent()).toBe("rain");
+    expect(await kept.locator(".notification-title").textContent()).toMatch(
+      /^Plugin radar\/scan · rain at 17:00 /,
+    );
+    expect(await kept.locator("p strong").textContent()).toBe("rain");
     // Shown on a visible page: seen, so no console and no reply shows it again.
     const pending = async () => {
       const response = await fetch(`http://127.0.0.1:${t.app.port}/api/answers/pending`, {
@@ -108,9 +109,14 @@ describeInBrowser("admin pages in Chromium", () => {
       return ((await response.json()) as { answers: unknown[] }).answers;
     };
     await vi.waitFor(async () => expect(await pending()).toEqual([]));
+    // Still listed on the next page, until the owner dismisses it.
+    await owner.page.goto("/");
+    await kept.waitFor();
+    await kept.getByRole("button", { name: /^Dismiss/ }).click();
+    await owner.page.locator("#notifications").waitFor({ state: "hidden" });
     await owner.page.reload();
     await expect.poll(() => owner.page.textContent("#live-status")).toBe("Live");
-    expect(await owner.page.locator(".bubble.kept").count()).toBe(0);
+    expect(await owner.page.locator("#notifications").isHidden()).toBe(true);
     expectNoProblems(owner);
     await owner.context.close();
   });
@@ -127,7 +133,7 @@ describeInBrowser("admin pages in Chromium", () => {
     await owner.page.goto("/");
     await owner.page.fill("#chat-input", "Hello *there*");
     await owner.page.click("#chat-send");
-    const reply = owner.page.locator(".bubble.assistant:not(.pending)").last();
+    const reply = owner.page.locator(".bubble.assistant:not(.pending):not(.history)").last();
     await reply.locator("strong").waitFor();
     expect(await reply.locator("strong").textContent()).toBe("Bold");
     expect(await reply.locator("li").allTextContents()).toEqual(["one", "two"]);
@@ -181,7 +187,7 @@ describeInBrowser("admin pages in Chromium", () => {
     const pending = owner.page.locator(".bubble.assistant.pending");
     await expect.poll(() => pending.textContent()).toBe("Running execute_sql…");
     release();
-    const reply = owner.page.locator(".bubble.assistant:not(.pending)").last();
+    const reply = owner.page.locator(".bubble.assistant:not(.pending):not(.history)").last();
     await reply.locator("strong").waitFor();
     expect((await reply.textContent())?.trim()).toBe("Counted one row.");
     expectNoProblems(owner);
@@ -283,9 +289,9 @@ describeInBrowser("admin pages in Chromium", () => {
     await page.goto(path);
     await page.waitForLoadState("networkidle");
     expect(await fitsViewport(page)).toBe(true);
-    // Touch-sized navigation.
-    const link = await page.locator(".topbar nav a").first().boundingBox();
-    expect(link?.height).toBeGreaterThanOrEqual(44);
+    // Touch-sized navigation, behind the Menu button (phone.test.ts follows every link).
+    const menu = await page.locator(".menu-toggle").boundingBox();
+    expect(menu?.height).toBeGreaterThanOrEqual(44);
     if (name === "explorer") {
       expect(await page.locator(".table-list").isVisible()).toBe(false);
       expect(await page.locator("#table-select").inputValue()).toBe("notes");

@@ -129,7 +129,7 @@ describeInBrowser("the plugin manager in Chromium", () => {
   it("updates and removes the plugin", async () => {
     await card().locator('[data-action="update"]').click();
     await expect
-      .poll(() => card().locator("[data-status]").textContent())
+      .poll(() => card().locator("[data-status]").textContent(), { timeout: 20_000 })
       .toContain(`Plugin "${t.plugin}" updated.`);
     // The secret survives an update.
     expect(await configState("api_key")).toBe("set");

@@ -2,11 +2,15 @@
 // reply comes back in the same request, however long the turn takes, and is shown as Markdown.
 // Meanwhile the request follows the turn (`Accept: text/event-stream`): the waiting bubble shows the
 // text as it is written, the tool running, a tool's progress and a retry with its reason. "/stop"
-// (typed, or the Stop button) stops the running turn. Returns `add`, which puts a node at the end
-// of the log (the page adds the answers kept for the owner).
-import { ApiError, postJson } from "./lib/api.js";
+// (typed, or the Stop button) stops the running turn. When the page opens, the latest exchanges
+// of the owner's own conversation are shown first (GET /api/chat/history): what they wrote here,
+// on the CLI or from their phone, and the reminders and results nobody waited for, named in the
+// owner's words. Returns `add`, which puts a node at the end of the log.
+import { ApiError, api, postJson } from "./lib/api.js";
 import { el } from "./lib/dom.js";
+import { formatDateTime } from "./lib/format.js";
 import { renderMarkdown } from "./lib/markdown.js";
+import { kindOf } from "./kept-answers.js";
 
 const STOP = "/stop";
 
@@ -65,7 +69,49 @@ export function mountChat({ log, form, input, stop }) {
     }
   });
   stop.addEventListener("click", () => void send(STOP));
+  void showHistory(log);
   return { add };
+}
+
+/** The recent conversation, before anything this page adds (it comes first in the log). */
+async function showHistory(log) {
+  let entries;
+  try {
+    ({ entries } = await api("/api/chat/history"));
+  } catch (error) {
+    log.prepend(el("div", { class: "bubble note error", role: "alert", text: `History: ${error.message}` }));
+    return;
+  }
+  if (entries.length === 0) return;
+  const nodes = entries.flatMap(historyBubbles);
+  nodes.push(el("div", { class: "bubble note history-end", text: "Earlier messages above" }));
+  log.prepend(...nodes);
+  log.scrollTop = log.scrollHeight;
+}
+
+function historyBubbles(entry) {
+  const when = formatDateTime(entry.at);
+  const reply = (extra) =>
+    entry.response === null
+      ? el("div", { class: "bubble note", text: "No answer here (yet): it comes with your next message." })
+      : el(
+          "div",
+          { class: `bubble assistant history${entry.failed ? " failed" : ""}${extra}` },
+          entry.response ? renderMarkdown(entry.response) : el("em", { text: "(no reply)" }),
+        );
+  if (entry.from === "background") {
+    const node = reply(" kept");
+    const label = entry.text ? `${kindOf(entry.source)} · ${entry.text}` : kindOf(entry.source);
+    node.prepend(el("div", { class: "hint kept-from", text: `${label} · ${when}` }));
+    return [node];
+  }
+  const files = entry.attachments ? ` (${entry.attachments} file${entry.attachments === 1 ? "" : "s"})` : "";
+  const mine = el("div", {
+    class: "bubble user history",
+    title: when,
+    text: `${entry.text}${files}` || "(no text)",
+  });
+  return [mine, reply("")];
 }
 
 /**

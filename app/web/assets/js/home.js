@@ -1,10 +1,10 @@
 // The home page: status of the services, channels, queue and messages (refreshed while the page
-// is visible), and the chat panel, where answers kept for the owner appear as they arrive.
+// is visible), and the chat panel with the recent conversation. (Answers kept for the owner are
+// the notifications every page lists: kept-answers.js.)
 import { api } from "./lib/api.js";
 import { byId, el, fill, showError } from "./lib/dom.js";
 import { formatDuration, formatInteger } from "./lib/format.js";
 import { mountChat } from "./chat.js";
-import { mountKeptAnswers } from "./kept-answers.js";
 import { showProviderBanner } from "./provider-banner.js";
 
 const REFRESH_MS = 10_000;
@@ -127,13 +127,12 @@ async function refreshStatus() {
   }
 }
 
-const chat = mountChat({
+mountChat({
   log: byId("chat-log"),
   form: byId("chat-form"),
   input: byId("chat-input"),
   stop: byId("chat-stop"),
 });
-mountKeptAnswers({ add: chat.add, status: byId("live-status"), notify: byId("notify") });
 
 void refreshChecks();
 await refreshStatus();

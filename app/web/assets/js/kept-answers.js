@@ -1,12 +1,13 @@
-// Answers kept for the owner (a reminder, a plugin's result, a notice: turns nobody was waiting
-// for) in the home page's chat: what arrived while the page was closed when it opens, then each one
-// as it is kept. One is marked seen once shown on a visible page (until then the tab's title
-// counts them), so no other console and no later reply shows it again. With the owner's leave,
-// asked only when they press the button, one that arrives while they look elsewhere raises a
-// browser notification; without it (refused, or a browser without notifications) nothing else
-// changes.
-import { postJson } from "./lib/api.js";
-import { el } from "./lib/dom.js";
+// The owner's notifications, on every page (the layout loads this): answers kept for them (a
+// reminder, a plugin's result, a notice: turns nobody was waiting for), listed under the top bar
+// until the owner dismisses them, here or on any other page or browser (GET /api/notifications,
+// POST /api/notifications/dismiss). One arriving while a page is open appears at once (the live
+// events) and, with the owner's leave (asked only when they press "Notify me"), raises a browser
+// notification while they look elsewhere. One shown on a visible page is marked seen, so the CLI
+// and the next console reply do not repeat it; until then the tab's title counts the new ones.
+import { api, postJson } from "./lib/api.js";
+import { byId, el, fill } from "./lib/dom.js";
+import { formatDateTime } from "./lib/format.js";
 import { renderMarkdown } from "./lib/markdown.js";
 import { followEvents } from "./live.js";
 
@@ -16,20 +17,14 @@ const SOURCES = {
   upload: "Upload",
   delivery: "Delivery",
   login: "Login",
+  people: "People",
   agent: "Assistant",
 };
 
-/** "Reminder", "Plugin radar/scan", … and what it answers (a reminder's note, a tool's result). */
-function describe(answer) {
-  const source = answer.source ?? "";
-  // A firing names its entry (`cron:<id>`); it is a reminder like any other.
-  const kind = source.startsWith("plugin:")
-    ? `Plugin ${source.slice(7)}`
-    : (SOURCES[source.replace(/:.*$/, "")] ?? "Message");
-  const about = (answer.message.split("\n")[0] ?? "")
-    .replace(/^\[Cron entry \d+ has fired\] /, "")
-    .slice(0, 200);
-  return { kind, about };
+/** "Reminder", "Plugin radar", … for an answer's source (a firing's `cron:<id>` is a reminder). */
+export function kindOf(source) {
+  const text = source ?? "";
+  return text.startsWith("plugin:") ? `Plugin ${text.slice(7)}` : (SOURCES[text.replace(/:.*$/, "")] ?? "Message");
 }
 
 /** The reply as plain text, for a notification. */
@@ -39,35 +34,116 @@ const plain = (markdown) =>
     .replace(/\s+/g, " ")
     .trim();
 
-export function mountKeptAnswers({ add, status, notify }) {
-  const shown = new Set();
-  /** Shown on the page, not yet marked seen (the page was not visible, or marking failed). */
-  const unmarked = new Set();
-  let awayNote = false;
+const titleOf = (answer) => answer.title || (answer.message ?? "").split("\n")[0] || "";
+
+function mountNotifications(region) {
+  const list = byId("notification-list");
+  const dismissAll = byId("notifications-dismiss-all");
+  // The home page has its own "Notify me" and live status beside the chat.
+  const allowButtons = [byId("notifications-allow"), document.getElementById("notify")].filter(Boolean);
+  const liveStatus = document.getElementById("live-status");
+  /** Listed, newest first. */
+  let items = [];
+  /** Marked seen by this page (or being marked). */
+  const marked = new Set();
+  /** Heard of live while the page was open: a browser notification may be raised for each once. */
+  const raised = new Set();
   let unread = 0;
   const title = document.title;
   const canNotify = "Notification" in window;
-
   const visible = () => document.visibilityState === "visible";
   const looking = () => visible() && document.hasFocus();
 
   async function markSeen() {
-    if (!visible() || unmarked.size === 0) return;
-    const ids = [...unmarked];
-    unmarked.clear();
+    if (!visible()) return;
+    const ids = items.map((item) => item.id).filter((id) => !marked.has(id));
+    if (ids.length === 0) return;
+    for (const id of ids) marked.add(id);
     try {
       await postJson("/api/answers/seen", { ids });
     } catch {
       // Not marked: tried again when the page is next shown.
-      for (const id of ids) unmarked.add(id);
+      for (const id of ids) marked.delete(id);
     }
   }
 
-  function raise(answer, kind) {
-    if (!canNotify || Notification.permission !== "granted" || looking()) return;
+  async function dismiss(ids, button) {
+    if (button) button.disabled = true;
     try {
-      const notification = new Notification(`Stavrobot · ${kind}`, {
-        body: plain(answer.response).slice(0, 300),
+      await postJson("/api/notifications/dismiss", { ids });
+      remove(ids);
+    } catch (error) {
+      if (button) button.disabled = false;
+      region.querySelector(".notifications-error")?.remove();
+      list.before(el("p", { class: "error notifications-error", role: "alert", text: error.message }));
+    }
+  }
+
+  function render() {
+    region.querySelector(".notifications-error")?.remove();
+    fill(
+      list,
+      items.map((item) => {
+        const kind = kindOf(item.source);
+        const close = el("button", {
+          type: "button",
+          class: "dismiss",
+          text: "Dismiss",
+          "aria-label": `Dismiss: ${item.title || kind}`,
+        });
+        close.addEventListener("click", () => void dismiss([item.id], close));
+        return el(
+          "li",
+          { class: item.failed ? "notification failed" : "notification", "data-notification": item.id },
+          el(
+            "div",
+            { class: "notification-body" },
+            el(
+              "div",
+              { class: "notification-title" },
+              el("strong", { text: kind }),
+              item.title ? ` · ${item.title}` : "",
+              item.at ? el("span", { class: "hint", text: ` ${formatDateTime(item.at)}` }) : null,
+            ),
+            renderMarkdown(item.response),
+          ),
+          close,
+        );
+      }),
+    );
+    region.hidden = items.length === 0;
+    dismissAll.hidden = items.length < 2;
+  }
+
+  function remove(ids) {
+    const gone = new Set(ids);
+    items = items.filter((item) => !gone.has(item.id));
+    render();
+  }
+
+  let reads = 0;
+  async function load() {
+    const read = ++reads;
+    let listed;
+    try {
+      listed = (await api("/api/notifications")).notifications;
+    } catch {
+      // Kept as they were; the next event or reconnection reads the list again.
+      return;
+    }
+    // An older read answering late does not undo a newer one.
+    if (read !== reads) return;
+    items = listed;
+    render();
+    void markSeen();
+  }
+
+  function raise(answer) {
+    if (!canNotify || Notification.permission !== "granted" || looking()) return;
+    const about = titleOf(answer);
+    try {
+      const notification = new Notification(`Stavrobot · ${kindOf(answer.source)}`, {
+        body: `${about ? `${about}: ` : ""}${plain(answer.response)}`.slice(0, 300),
         tag: `answer-${answer.id}`,
       });
       notification.addEventListener("click", () => {
@@ -75,33 +151,35 @@ export function mountKeptAnswers({ add, status, notify }) {
         notification.close();
       });
     } catch {
-      // A browser that shows notifications only from a service worker: the page shows it anyway.
+      // A browser that shows notifications only from a service worker: the page lists it anyway.
     }
   }
 
-  function show(answer, { away }) {
-    if (shown.has(answer.id)) return;
-    shown.add(answer.id);
-    if (away && !awayNote) {
-      awayNote = true;
-      add(el("div", { class: "bubble note", text: "While you were away" }));
+  function arrived(answer, { away }) {
+    if (!away && !raised.has(answer.id)) {
+      raised.add(answer.id);
+      raise(answer);
+      if (!visible()) {
+        unread++;
+        document.title = `(${unread}) ${title}`;
+      }
     }
-    const { kind, about } = describe(answer);
-    add(
-      el(
-        "div",
-        { class: "bubble assistant kept", "data-answer": answer.id },
-        el("div", { class: "hint kept-from", text: about ? `${kind} · ${about}` : kind }),
-        renderMarkdown(answer.response),
-      ),
-    );
-    unmarked.add(answer.id);
-    if (!away) raise(answer, kind);
-    if (!visible()) {
-      unread++;
-      document.title = `(${unread}) ${title}`;
+    // Listed from the event at once; the list read next names it as it was kept (what came
+    // while the page was closed is in that list already, if it is a notification at all).
+    if (!away && !items.some((item) => item.id === answer.id)) {
+      items = [
+        {
+          id: answer.id,
+          source: answer.source,
+          title: titleOf(answer),
+          response: answer.response,
+          at: new Date().toISOString(),
+        },
+        ...items,
+      ];
+      render();
     }
-    void markSeen();
+    void load();
   }
 
   document.addEventListener("visibilitychange", () => {
@@ -110,19 +188,29 @@ export function mountKeptAnswers({ add, status, notify }) {
     document.title = title;
     void markSeen();
   });
+  dismissAll.addEventListener(
+    "click",
+    () =>
+      void dismiss(
+        items.map((item) => item.id),
+        dismissAll,
+      ),
+  );
 
-  const showButton = () => {
-    notify.hidden = !canNotify || Notification.permission !== "default";
+  const showAllow = () => {
+    for (const button of allowButtons) button.hidden = !canNotify || Notification.permission !== "default";
   };
-  notify.addEventListener("click", async () => {
-    try {
-      await Notification.requestPermission();
-    } catch {
-      // Refused or unsupported: the page keeps showing what arrives.
-    }
-    showButton();
-  });
-  showButton();
+  for (const button of allowButtons) {
+    button.addEventListener("click", async () => {
+      try {
+        await Notification.requestPermission();
+      } catch {
+        // Refused or unsupported: the page keeps listing what arrives.
+      }
+      showAllow();
+    });
+  }
+  showAllow();
 
   const STATES = {
     live: "Live",
@@ -130,10 +218,18 @@ export function mountKeptAnswers({ add, status, notify }) {
     off: "Live updates are off; trying again soon.",
   };
   followEvents({
-    onAnswer: show,
+    onAnswer: arrived,
+    onDismissed: remove,
     onState: (state) => {
-      status.textContent = STATES[state] ?? "";
-      status.dataset.state = state;
+      if (liveStatus) {
+        liveStatus.textContent = STATES[state] ?? "";
+        liveStatus.dataset.state = state;
+      }
+      // Connected again: what was dismissed or kept meanwhile is read afresh.
+      if (state === "live") void load();
     },
   });
 }
+
+const region = document.getElementById("notifications");
+if (region) mountNotifications(region);

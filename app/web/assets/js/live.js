@@ -3,15 +3,16 @@
 // then `ready`, then events as they happen. The browser reconnects by itself after a network loss
 // and sends the last id back; if the server refused the stream (a restart in progress, an HTTP
 // error), a new one is opened after a while from the last id. Event types other than those
-// handled here are ignored.
+// handled here (`answer`, `dismissed`, `ready`) are ignored.
 
 const REOPEN_MS = 10_000;
 
 /**
  * Follows the stream. `onAnswer(answer, { away })`: `away` is true for what arrived before the
- * page was opened (the first connection's catch-up). `onState("live" | "reconnecting" | "off")`.
+ * page was opened (the first connection's catch-up). `onDismissed(ids)`: notifications the owner
+ * dismissed (on any page). `onState("live" | "reconnecting" | "off")`.
  */
-export function followEvents({ onAnswer, onState }) {
+export function followEvents({ onAnswer, onDismissed = () => {}, onState }) {
   let cursor = "";
   let firstReady = false;
   let catchingUp = true;
@@ -26,6 +27,10 @@ export function followEvents({ onAnswer, onState }) {
     source.addEventListener("answer", (event) => {
       if (event.lastEventId) cursor = event.lastEventId;
       onAnswer(JSON.parse(event.data), { away: !firstReady && catchingUp });
+    });
+    source.addEventListener("dismissed", (event) => {
+      if (event.lastEventId) cursor = event.lastEventId;
+      onDismissed(JSON.parse(event.data).ids ?? []);
     });
     source.addEventListener("ready", (event) => {
       if (event.lastEventId) cursor = event.lastEventId;

@@ -1,5 +1,5 @@
 // The usage page: how much of each budget is spent, cost per day for the last 30 days (chart.js),
-// and tokens and cost per source, per plugin and per turn, from GET /api/usage.
+// and cost and tokens per source, per plugin and per turn, from GET /api/usage.
 import { api } from "./lib/api.js";
 import { byId, el, fill, showError } from "./lib/dom.js";
 import { formatDateTime, formatInteger, formatUsd } from "./lib/format.js";
@@ -37,12 +37,17 @@ function budgetCard(name, { limitUsd, spentUsd }) {
   );
 }
 
-/** A table of rows: the `first` columns ([key, label, format?, numeric?]), then tokens and cost. */
+/**
+ * A table of rows: the `first` columns' text ([key, label, format?, numeric?]), the cost, their
+ * numbers, then the tokens. The cost comes right after what names the row so a phone (or a
+ * half-width card) shows it without scrolling the table sideways.
+ */
 function totalsTable(table, rows, first) {
   const columns = [
-    ...first,
-    ...TOKEN_COLUMNS.map(([key, label]) => [key, label, formatInteger, true]),
+    ...first.filter((column) => !column[3]),
     ["costUsd", "Cost", formatUsd, true],
+    ...first.filter((column) => column[3]),
+    ...TOKEN_COLUMNS.map(([key, label]) => [key, label, formatInteger, true]),
   ];
   fill(
     table,
@@ -78,6 +83,23 @@ function totalsTable(table, rows, first) {
   );
 }
 
+/** Drawn at the width it is shown at, and again when that changes (a phone turned). */
+function drawChart(points) {
+  const box = byId("chart");
+  let drawnAt = 0;
+  const draw = () => {
+    const width = Math.floor(box.clientWidth);
+    if (width === drawnAt || width === 0) return;
+    drawnAt = width;
+    fill(
+      box,
+      barChart(points, { formatValue: formatUsd, label: "Cost per day over the last 30 days", width }),
+    );
+  };
+  draw();
+  new ResizeObserver(draw).observe(box);
+}
+
 function show(usage) {
   if (usage.model && !usage.model.priced) {
     const note = byId("unpriced");
@@ -97,10 +119,7 @@ function show(usage) {
     value: day.costUsd,
     title: `${day.day}: ${formatUsd(day.costUsd)}, ${formatInteger(day.turns)} turns, ${formatInteger(day.inputTokens)} in / ${formatInteger(day.outputTokens)} out tokens`,
   }));
-  fill(
-    byId("chart"),
-    barChart(points, { formatValue: formatUsd, label: "Cost per day over the last 30 days" }),
-  );
+  drawChart(points);
   const total = usage.days.reduce((sum, day) => sum + day.costUsd, 0);
   byId("chart-total").textContent = `${formatUsd(total)} in 30 days.`;
   const turnsColumn = ["turns", "Turns", formatInteger, true];
