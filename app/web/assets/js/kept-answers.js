@@ -24,7 +24,9 @@ const SOURCES = {
 /** "Reminder", "Plugin radar", … for an answer's source (a firing's `cron:<id>` is a reminder). */
 export function kindOf(source) {
   const text = source ?? "";
-  return text.startsWith("plugin:") ? `Plugin ${text.slice(7)}` : (SOURCES[text.replace(/:.*$/, "")] ?? "Message");
+  return text.startsWith("plugin:")
+    ? `Plugin ${text.slice(7)}`
+    : (SOURCES[text.replace(/:.*$/, "")] ?? "Message");
 }
 
 /** The reply as plain text, for a notification. */
