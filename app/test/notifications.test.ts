@@ -98,7 +98,7 @@ describe("notifications", () => {
       { timeout: 15_000 },
     );
     expect(kept).toMatchObject({
-      source: "cron",
+      source: expect.stringMatching(/^cron:\d+$/),
       title: "water the plants",
       response: "Time to **water** the plants!",
       failed: false,
@@ -166,7 +166,7 @@ describe("notifications", () => {
     // Finished and saved, but the process died before the answer was kept for the owner.
     const saved = await app.db.query<{ id: number }>(
       `INSERT INTO inbox (source, payload, status, response, outcome, finished_at)
-       VALUES ('cron', $1, 'done', 'Stretch your legs now.', 'reply', now()) RETURNING id`,
+       VALUES ('cron:9', $1, 'done', 'Stretch your legs now.', 'reply', now()) RETURNING id`,
       [
         JSON.stringify({
           message: "[Cron entry 9 has fired] stretch your legs\n\nThis is a scheduled reminder.",
@@ -182,7 +182,7 @@ describe("notifications", () => {
       expect(await listed()).toMatchObject([
         {
           id: saved.rows[0]?.id,
-          source: "cron",
+          source: expect.stringMatching(/^cron:\d+$/),
           title: "stretch your legs",
           response: "Stretch your legs now.",
         },
@@ -257,7 +257,7 @@ describe("the web chat's history", () => {
     expect(JSON.stringify(entries)).not.toContain("has fired]");
     expect(entries.find((entry) => entry.text === "water the plants")).toMatchObject({
       from: "background",
-      source: "cron",
+      source: expect.stringMatching(/^cron:\d+$/),
       response: "Time to **water** the plants!",
     });
     expect(entries.find((entry) => entry.text === "radar finished")).toMatchObject({
