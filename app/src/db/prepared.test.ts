@@ -1,44 +1,10 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
-import { openPostgres, type Database } from "./database.js";
-import { openPglite, textParam } from "./pglite.js";
+import { bothDatabases } from "../../test/helpers/db.js";
+import type { Database } from "./database.js";
+import { textParam } from "./pglite.js";
 
 /** Prepared statements (`{ prepare: true }`) answer exactly as plain queries do, on both databases. */
-const kinds: [string, () => Promise<{ db: Database; done: () => Promise<void> }>][] = [
-  [
-    "pglite",
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), "stavrobot-prepared-"));
-      const db = await openPglite(join(dir, "pglite"));
-      return {
-        db,
-        done: async () => {
-          await db.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    },
-  ],
-];
-if (process.env.TEST_DATABASE_URL) {
-  kinds.push([
-    "postgres",
-    async () => {
-      const database: TestDatabase = await createTestDatabase();
-      const db = openPostgres(database.env.DATABASE_URL);
-      return {
-        db,
-        done: async () => {
-          await db.close();
-          await database.drop();
-        },
-      };
-    },
-  ]);
-}
+const kinds = bothDatabases("prepared");
 
 describe.each(kinds)("prepared statements on %s", (_kind, open) => {
   let db: Database;

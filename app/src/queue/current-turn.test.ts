@@ -1,10 +1,6 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../test/helpers/db.js";
-import { openPostgres, type Database } from "../db/database.js";
-import { openPglite } from "../db/pglite.js";
+import { bothDatabases } from "../../test/helpers/db.js";
+import type { Database } from "../db/database.js";
 import type { InboxEntry } from "../db/inbox.js";
 import { CurrentTurn } from "./current-turn.js";
 
@@ -14,38 +10,7 @@ import { CurrentTurn } from "./current-turn.js";
  * written" is asserted on the embedded database only, which nothing else shares; "written" must
  * hold on both.
  */
-const kinds: [string, () => Promise<{ db: Database; done: () => Promise<void> }>][] = [
-  [
-    "pglite",
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), "stavrobot-xid-"));
-      const db = await openPglite(join(dir, "pglite"));
-      return {
-        db,
-        done: async () => {
-          await db.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    },
-  ],
-];
-if (process.env.TEST_DATABASE_URL) {
-  kinds.push([
-    "postgres",
-    async () => {
-      const database: TestDatabase = await createTestDatabase();
-      const db = openPostgres(database.env.DATABASE_URL);
-      return {
-        db,
-        done: async () => {
-          await db.close();
-          await database.drop();
-        },
-      };
-    },
-  ]);
-}
+const kinds = bothDatabases("xid");
 
 const ENTRY = { id: 1 } as InboxEntry;
 

@@ -74,3 +74,48 @@ export async function openMigratedTestDatabase(name: string): Promise<MigratedTe
     },
   };
 }
+
+/** A database of one kind, opened bare (no migrations), and how to be rid of it. */
+export type DatabaseOpener = () => Promise<{ db: Database; done: () => Promise<void> }>;
+
+/**
+ * Both kinds of database a test can run on side by side: always the embedded PGlite, in a
+ * directory of its own; and, with TEST_DATABASE_URL, a fresh database on that server.
+ */
+export function bothDatabases(prefix: string): [string, DatabaseOpener][] {
+  const kinds: [string, DatabaseOpener][] = [
+    [
+      "pglite",
+      async () => {
+        const dir = mkdtempSync(join(tmpdir(), `stavrobot-${prefix}-`));
+        const { openPglite } = await import("../../src/db/pglite.js");
+        const db = await openPglite(join(dir, "pglite"));
+        return {
+          db,
+          done: async () => {
+            await db.close();
+            rmSync(dir, { recursive: true, force: true });
+          },
+        };
+      },
+    ],
+  ];
+  if (process.env.TEST_DATABASE_URL) {
+    kinds.push([
+      "postgres",
+      async () => {
+        const database = await createTestDatabase();
+        const { openPostgres } = await import("../../src/db/database.js");
+        const db = openPostgres(database.env.DATABASE_URL as string);
+        return {
+          db,
+          done: async () => {
+            await db.close();
+            await database.drop();
+          },
+        };
+      },
+    ]);
+  }
+  return kinds;
+}
