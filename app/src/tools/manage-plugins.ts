@@ -63,18 +63,14 @@ function buildParameters(actions: readonly Action[]) {
   const base = {
     action: StringEnum(actions),
     name: Type.Optional(Type.String({ description: "Plugin name." })),
-    url: Type.Optional(
-      Type.String({ description: "install: a git repository URL, or the http(s) URL of an Osaurus .zip." }),
-    ),
-    path: Type.Optional(
-      Type.String({ description: "install: the stored path of an uploaded Osaurus package (.zip)." }),
-    ),
+    url: Type.Optional(Type.String({ description: "install: a git or Osaurus .zip URL." })),
+    path: Type.Optional(Type.String({ description: "install: an uploaded .zip's stored path." })),
     file_name: Type.Optional(
       Type.String({
-        description: "install with path: the upload's original name, <plugin_id>-<version>.zip.",
+        description: "install with path: its original file name.",
       }),
     ),
-    skill: Type.Optional(Type.String({ description: "read: the name of the plugin's skill." })),
+    skill: Type.Optional(Type.String({ description: "read: the skill's name." })),
     config: Type.Optional(
       Type.String({ description: 'configure: a JSON object string of key → value, e.g. {"api_key": "…"}.' }),
     ),
@@ -109,9 +105,9 @@ export function createManagePluginsTool(
   return {
     name: "manage_plugins",
     label: "Manage plugins",
-    description: `Manage plugins (bundles of extra tools run with run_plugin_tool): ${actions
-      .filter((action) => action !== "help")
-      .join(", ")}. Use action 'help' for details.`,
+    // The actions are the enum's; what each takes, the help action says.
+    description:
+      "Manage plugins, the bundles of extra tools run with run_plugin_tool. Use action 'help' for details.",
     parameters: buildParameters(actions),
     async execute(_id, params, signal) {
       const action = params.action as Action;
