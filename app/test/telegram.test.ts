@@ -446,6 +446,7 @@ describe("the allowlist settings", () => {
     expect(await got.json()).toEqual({
       allowlist: { signal: [], telegram: [OWNER, FRIEND], whatsapp: [], email: [], notes: {} },
       ownerIdentities: { signal: [], telegram: [OWNER], whatsapp: [], email: [] },
+      channels: ["telegram"],
     });
     const saved = await put("/api/settings/allowlist", {
       signal: ["\u200b+15555550123", "+15555550123"],
