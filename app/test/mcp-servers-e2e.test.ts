@@ -340,8 +340,8 @@ describe("MCP servers through the agent", () => {
         (error: unknown) => error,
       );
       expect(refused).toBeInstanceOf(ConfigError);
-      expect((refused as Error).message).toContain('"argss"');
-      expect((refused as Error).message).toContain("mcpServers.x");
+      expect((refused as Error).message).toContain('"mcpServers.x.argss" is not a setting');
+      expect((refused as Error).message).toContain('did you mean "args"');
     } finally {
       await bad.cleanup();
     }
