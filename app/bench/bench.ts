@@ -55,8 +55,8 @@ import { startWhileWriting, turnsAndStartUp } from "./turns.js";
 const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
 /**
  * Rounds of the history-at-scale section, alternating between its databases: each a start, its
- * first turn and `SCALE_TURNS` tool turns; figures are medians over rounds. With 9 rounds of 40
- * turns the big ÷ empty ratio of a tool turn stays within ±10 % between runs (see the README).
+ * first turn and `SCALE_TURNS` tool turns; figures are medians over rounds, so a drift of the
+ * machine's speed falls on every database alike instead of on whichever ran last.
  */
 const SCALE_ROUNDS = Number(process.env.BENCH_SCALE_ROUNDS ?? 9);
 const SCALE_TURNS = 40;
