@@ -1,4 +1,4 @@
-import { lstat, readFile } from "node:fs/promises";
+import { cp, lstat, readFile, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
@@ -39,6 +39,23 @@ const LOAD_TIMEOUT_MS = 30_000;
 const RETRY_FAILED_MS = 60_000;
 /** The plugin's own settings (`config_set`), in its data directory. */
 export const SETTINGS_FILE = "osaurus-settings.json";
+
+/**
+ * A copy of koffi and its prebuilt binaries in `cache/node_modules` (kept while its version is
+ * the runner's): the path the host loads it from when the plugin runs as its own user without a
+ * sandbox to mount it in.
+ */
+async function copyKoffi(dirs: { koffi: string; prebuilt: string }, cache: string): Promise<string> {
+  const target = join(cache, "node_modules");
+  const version = await readFile(join(dirs.koffi, "package.json"), "utf8");
+  const copied = await readFile(join(target, "koffi", "package.json"), "utf8").catch(() => undefined);
+  if (copied !== version) {
+    await rm(target, { recursive: true, force: true });
+    await cp(dirs.koffi, join(target, "koffi"), { recursive: true });
+    await cp(dirs.prebuilt, join(target, "@koromix"), { recursive: true });
+  }
+  return join(target, "koffi");
+}
 
 /** koffi's package and its prebuilt binaries (`@koromix/…`), beside it in node_modules. */
 function koffiDirs(): { koffi: string; prebuilt: string } {
@@ -165,13 +182,16 @@ export class OsaurusHosts {
           await writeFileAtomic(script, hostScript, undefined, 0o644);
           const paths = executor.pluginPaths(plugin, prepared, undefined);
           const dirs = koffiDirs();
-          // Read-only, at their own paths (koffi finds its binaries beside itself).
+          // Read-only, at their own paths (koffi finds its binaries beside itself). Without
+          // namespaces the plugin's user may not reach the runner's node_modules at all (a
+          // private install directory): koffi is copied into the plugin's cache, which it reads.
           const mounts: Mount[] = executor.namespaces
             ? [
                 { source: dirs.koffi, target: dirs.koffi },
                 { source: dirs.prebuilt, target: dirs.prebuilt },
               ]
             : [];
+          const koffiPath = executor.namespaces ? dirs.koffi : await copyKoffi(dirs, prepared.cache);
           const process = executor.startKept(
             prepared,
             { ...paths, mounts: [...paths.mounts, ...mounts] },
@@ -179,7 +199,7 @@ export class OsaurusHosts {
               command: "node",
               args: [`${paths.cacheRoot}/${HOST_SCRIPT}`],
               cwd: paths.pluginRoot,
-              env: { OSAURUS_KOFFI: dirs.koffi },
+              env: { OSAURUS_KOFFI: koffiPath },
             },
           );
           const session = new JsonLines(process);
