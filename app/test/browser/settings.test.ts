@@ -79,7 +79,13 @@ describeInBrowser("the Settings page in Chromium", () => {
     expect(await page.inputValue("#api-key")).toBe("");
     expect(await page.content()).not.toContain(REFUSED_KEY);
     // The links the page always had are still there.
-    for (const link of ["/settings/plugins", "/settings/allowlist", "/usage", "/settings/subscription", "/explorer"]) {
+    for (const link of [
+      "/settings/plugins",
+      "/settings/allowlist",
+      "/usage",
+      "/settings/subscription",
+      "/explorer",
+    ]) {
       expect(await page.locator(`main a[href="${link}"]`).count()).toBeGreaterThan(0);
     }
 
