@@ -190,8 +190,9 @@ async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
       "|---|---|---|",
       row("requests", (f) => String(f.requests)),
       row("total bytes", (f) => f.total.toLocaleString("en")),
-      row(`÷ the reference (${REFERENCE_BYTES.toLocaleString("en")} B, its default tools)`, (f) =>
-        ratio(f.total, REFERENCE_BYTES),
+      row(
+        `÷ the reference (${REFERENCE_BYTES.toLocaleString("en")} B, its default tools)`,
+        (f) => `${(f.total / REFERENCE_BYTES).toFixed(3)}×`,
       ),
       row("bytes per request (mean)", (f) => Math.round(f.total / f.requests).toLocaleString("en")),
       row(

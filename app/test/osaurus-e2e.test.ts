@@ -62,8 +62,11 @@ beforeAll(async () => {
     }),
   );
   const v1 = buildEchoLibrary(join(files, "build", "libother.so"), { pluginId: otherId, v1Only: true });
-  // The owner's upload: the same convention, kept aside (not served).
-  zipFiles(files, `${otherId}-0.1.0.zip`, { "libother.so": readFileSync(v1) });
+  // The owner's upload: the same convention, kept aside (not served), with its signature and a
+  // forged one (another key's).
+  const upload = zipFiles(files, `${otherId}-0.1.0.zip`, { "libother.so": readFileSync(v1) });
+  writeFileSync(join(files, "upload.minisig"), keys.sign(readFileSync(upload)));
+  writeFileSync(join(files, "forged-upload.minisig"), minisignKeys().sign(readFileSync(upload)));
   const macho = Buffer.alloc(64);
   macho.writeUInt32BE(0xcffaedfe, 0);
   signed(zipFiles(files, `test.mac${suffix}-1.0.0.zip`, { "libMac.dylib": macho }));
@@ -199,9 +202,19 @@ describe("Osaurus plugins through the agent", () => {
     mkdirSync(uploads, { recursive: true });
     const stored = join(uploads, "upload-1234.zip");
     writeFileSync(stored, readFileSync(join(files, `${otherId}-0.1.0.zip`)));
+    writeFileSync(join(uploads, "upload-1235.minisig"), readFileSync(join(files, "upload.minisig")));
+    writeFileSync(join(uploads, "upload-1236.minisig"), readFileSync(join(files, "forged-upload.minisig")));
+    const install = { action: "install", path: stored, file_name: `${otherId}-0.1.0.zip` };
+    // A signature uploaded beside it is checked as a URL's .minisig is: another key's is refused.
+    expect(await modelAsks({ ...install, signature: join(uploads, "upload-1236.minisig") })).toMatch(
+      /signature is not valid, so it was not installed/,
+    );
+    expect(await modelAsks({ ...install, signature: join(uploads, "missing.minisig") })).toContain(
+      "There is no uploaded file at",
+    );
     fake.reset();
     fake.enqueue(
-      toolTurn("manage_plugins", { action: "install", path: stored, file_name: `${otherId}-0.1.0.zip` }),
+      toolTurn("manage_plugins", { ...install, signature: join(uploads, "upload-1235.minisig") }),
       textTurn("ok"),
       textTurn("noted"),
     );
@@ -211,7 +224,7 @@ describe("Osaurus plugins through the agent", () => {
     // Its ask tools wait too: the owner is told in a turn of its own.
     await vi.waitFor(() => expect(fake.requests).toHaveLength(3), { timeout: 30_000 });
     await app.queue.idle();
-    expect(installed).toContain("it came without a .minisig signature");
+    expect(installed).toContain("The package's minisign signature was verified against a trusted key.");
 
     expect(await modelRuns(echo, "slow", { ms: 20_000 })).toContain("timed out after 3 s");
     expect(await modelRuns(echo, "crash")).toMatch(/it crashed.*SIGABRT/s);

@@ -65,6 +65,7 @@ describe("tools on demand (the default)", () => {
       (tool) => tool.name === "load_tools",
     );
     expect(loader?.description).toContain("manage_pages (web pages you publish)");
+    expect(loader?.description).toContain("run_python (Python)");
 
     fake.enqueue(toolTurn("load_tools", { names: ["manage_pages"] }), textTurn("ready"));
     const load = fake.requests.length;

@@ -9,15 +9,15 @@ import { ToolError, textResult } from "./result.js";
  */
 export const ON_DEMAND_TOOLS: Readonly<Record<string, string>> = {
   manage_pages: "web pages you publish",
-  manage_files: "files in your workspace",
+  manage_files: "workspace files",
   manage_uploads: "files people sent",
-  run_python: "run Python code",
-  manage_interlocutors: "the people you talk to",
+  run_python: "Python",
+  manage_interlocutors: "people",
   manage_agents: "subagents",
-  send_agent_message: "message another agent",
+  send_agent_message: "message an agent",
   web_fetch: "read a web page",
-  text_to_speech: "spoken audio",
-  request_coding_task: "have a plugin's code written",
+  text_to_speech: "speech",
+  request_coding_task: "code a plugin",
 };
 
 export const LOAD_TOOLS = "load_tools";

@@ -47,8 +47,7 @@ export function createManageCronTool(deps: ManageCronDeps): AgentTool<typeof par
   return {
     name: "manage_cron",
     label: "Manage cron",
-    description:
-      "Create, update, delete or list scheduled reminders to yourself (recurring or one-shot). Use action 'help' for details.",
+    description: "Scheduled reminders to yourself, recurring or one-shot. Use action 'help' for details.",
     parameters,
     async execute(_id, params) {
       switch (params.action) {

@@ -39,7 +39,7 @@ const HELP_LINES: Record<Action, string> = {
   list: "- list: installed plugins with their descriptions.",
   show: "- show {name}: a plugin's format, its tools and their parameters as it declared them, which config keys are set (never the values), whether it has network and what waits for the owner's approval.",
   install:
-    "- install {url}: clone a plugin from a git URL (https://, http://, git://, ssh:// or git@); Stavrobot, Cyclop One and Workbench plugins are recognised. A plugin in a folder of a larger repository: <url>#path=<folder>. Its init script runs; missing required config keys are reported. A Cyclop One plugin waits for the owner's approval (they give it in the settings, never you). An Osaurus plugin (a Linux build) is installed from the http(s) URL of its <plugin_id>-<version>.zip, or from a zip the owner uploaded: {path: its stored path, file_name: its original name}; its 'ask' tools wait for the owner's approval.",
+    "- install {url}: clone a plugin from a git URL (https://, http://, git://, ssh:// or git@); Stavrobot, Cyclop One and Workbench plugins are recognised. A plugin in a folder of a larger repository: <url>#path=<folder>. Its init script runs; missing required config keys are reported. A Cyclop One plugin waits for the owner's approval (they give it in the settings, never you). An Osaurus plugin (a Linux build) is installed from the http(s) URL of its <plugin_id>-<version>.zip, or from a zip the owner uploaded: {path: its stored path, file_name: its original name, signature: the stored path of its uploaded .minisig, if any}; its 'ask' tools wait for the owner's approval.",
   read: "- read {name, skill}: read a skill a plugin ships (the plugin list names them): guidance on using its tools well.",
   update: "- update {name}: pull the latest version of a git-installed plugin and re-run its init script.",
   remove: "- remove {name}: delete a plugin, its files and its configuration.",
@@ -65,14 +65,11 @@ function buildParameters(actions: readonly Action[]) {
     name: Type.Optional(Type.String({ description: "Plugin name." })),
     url: Type.Optional(Type.String({ description: "install: a git or Osaurus .zip URL." })),
     path: Type.Optional(Type.String({ description: "install: an uploaded .zip's stored path." })),
-    file_name: Type.Optional(
-      Type.String({
-        description: "install with path: its original file name.",
-      }),
-    ),
+    file_name: Type.Optional(Type.String({ description: "install with path: its file name." })),
+    signature: Type.Optional(Type.String({ description: "install with path: its uploaded .minisig." })),
     skill: Type.Optional(Type.String({ description: "read: the skill's name." })),
     config: Type.Optional(
-      Type.String({ description: 'configure: a JSON object string of key → value, e.g. {"api_key": "…"}.' }),
+      Type.String({ description: 'configure: a JSON object string, e.g. {"api_key": "…"}.' }),
     ),
   };
   const full = Type.Object({ ...base, ...createField });
@@ -172,7 +169,14 @@ export function createManagePluginsTool(
             throw new ToolError("install needs 'url' (or 'path' of an uploaded Osaurus package).");
           const body = url
             ? { url }
-            : { package: await uploadedPackage(deps.areas, path as string, params.file_name) };
+            : {
+                package: await uploadedPackage(
+                  deps.areas,
+                  path as string,
+                  params.file_name,
+                  params.signature,
+                ),
+              };
           const { data } = await callPluginRunner(pluginRunner, "POST", "/install", {
             body,
             schema: installResponseSchema,
@@ -236,7 +240,27 @@ async function uploadedPackage(
   areas: ManagePluginsDeps["areas"],
   path: string,
   fileName: string | undefined,
-): Promise<{ filename: string; data: string }> {
+  signaturePath: string | undefined,
+): Promise<{ filename: string; data: string; signature?: string }> {
+  const resolved = await uploadedFile(areas, path, PACKAGE_LIMIT_BYTES, "The package is larger than 64 MB.");
+  // Its `.minisig`, uploaded beside it: verified by the runner when the owner trusts a key.
+  const signature = signaturePath?.trim()
+    ? await uploadedFile(areas, signaturePath.trim(), 64 * 1024, "The signature is larger than 64 KB.")
+    : undefined;
+  return {
+    filename: fileName?.trim() || basename(resolved),
+    data: (await readFile(resolved)).toString("base64"),
+    ...(signature && { signature: await readFile(signature, "utf8") }),
+  };
+}
+
+/** The full path of an uploaded file of at most `limit` bytes. */
+async function uploadedFile(
+  areas: ManagePluginsDeps["areas"],
+  path: string,
+  limit: number,
+  tooLarge: string,
+): Promise<string> {
   if (!areas) throw new ToolError("Installing from an uploaded file is not available here.");
   let resolved: string;
   try {
@@ -247,11 +271,8 @@ async function uploadedPackage(
   if (!resolved.startsWith(areas.uploads + "/")) throw new ToolError(`"${path}" is not an upload.`);
   const info = await stat(resolved).catch(() => undefined);
   if (!info?.isFile()) throw new ToolError(`There is no uploaded file at "${path}".`);
-  if (info.size > PACKAGE_LIMIT_BYTES) throw new ToolError("The package is larger than 64 MB.");
-  return {
-    filename: fileName?.trim() || basename(resolved),
-    data: (await readFile(resolved)).toString("base64"),
-  };
+  if (info.size > limit) throw new ToolError(tooLarge);
+  return resolved;
 }
 
 function requireName(name: string | undefined, action: string): string {
