@@ -136,17 +136,15 @@ export class McpServers {
     }
     const next = new Map<string, McpServer>();
     const stopping: McpServer[] = [];
-    // The MCP SDK (some 10 MB of a runner's memory) is loaded only once a server is declared.
-    const { McpServer } =
-      Object.keys(declared).length > 0 ? await import("./server.js") : { McpServer: undefined };
     for (const [name, declaration] of Object.entries(declared)) {
-      if (!McpServer) break;
       const current = this.servers.get(name);
       if (current && JSON.stringify(current.declaration) === JSON.stringify(declaration)) {
         next.set(name, current);
         continue;
       }
       if (current) stopping.push(current);
+      // The MCP SDK is loaded only once a server is declared: a runner without one never carries it.
+      const { McpServer } = await import("./server.js");
       next.set(name, new McpServer(name, declaration, { ...this.options, changed: this.options.changed }));
     }
     const gone = [...this.servers.values()].filter((server) => !next.has(server.name));
