@@ -1,10 +1,19 @@
+import { basicAuthHeader } from "@stavrobot/common";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { INTERRUPTED_REPLY } from "../src/queue/replies.js";
-import { configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
+import { PASSWORD, configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
 import { startAppProcess, type AppProcess } from "./helpers/process.js";
 
 const never = new Promise<never>(() => {});
+
+/** How many inbox rows the running app has written, read through the database explorer. */
+async function inboxRows(port: number): Promise<number> {
+  const response = await fetch(`http://127.0.0.1:${port}/api/explorer/tables/inbox/rows`, {
+    headers: { Authorization: basicAuthHeader(PASSWORD) },
+  });
+  return ((await response.json()) as { total: number }).total;
+}
 
 describe("a message survives kill -9 of the app", () => {
   let fake: FakeLlmServer;
@@ -32,6 +41,10 @@ describe("a message survives kill -9 of the app", () => {
       (e: Error) => e,
     );
     await vi.waitFor(() => expect(fake.requests).toHaveLength(1), { timeout: 30_000 });
+    // A message's turn may start while its inbox row is being written ([queue] startWhileWriting):
+    // it is accepted once the row is, so the kill waits for that.
+    const port = running.port;
+    await vi.waitFor(async () => expect(await inboxRows(port)).toBe(1), { timeout: 30_000 });
     await running.stop("SIGKILL");
     expect(await lost).toBeInstanceOf(Error);
 
