@@ -267,6 +267,19 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         secretFile: paths.secretFile,
         backupDir: paths.backupDir,
         database: db.embedded,
+        siblings: [
+          {
+            name: "plugin-runner",
+            client: siblings.pluginRunner,
+            parts: ["plugins", "plugin-data", "plugin-runner"],
+          },
+          ...(config.coder
+            ? [{ name: "coder", client: siblings.coder, parts: ["coder", "coder-state"] }]
+            : []),
+          ...(signalBridge
+            ? [{ name: "signal-bridge", client: signalBridge, parts: ["signal-cli", "signal-bridge"] }]
+            : []),
+        ],
       },
       doctor: {
         embedded: db.embedded !== undefined,

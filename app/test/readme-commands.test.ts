@@ -25,6 +25,7 @@ type Entry =
 
 const COMPOSE_E2E = "scripts/compose-e2e.sh";
 const COMPOSE_CHECKS = "scripts/compose-e2e/checks.ts";
+const COMPOSE_RESTORE = "scripts/compose-e2e/restore.ts";
 
 const COMMANDS: Record<string, Entry> = {
   // README.md
@@ -89,18 +90,28 @@ const COMMANDS: Record<string, Entry> = {
     npmScript: { name: "restore", runs: "app/src/boot/backup-cli.ts restore" },
   },
   "docker compose stop app": {
-    notRun:
-      "the compose end-to-end check restores pg-backup's backup into a fresh database while the app runs " +
-      `(${COMPOSE_CHECKS}), so it never stops the app for a restore`,
+    runBy: [{ file: COMPOSE_RESTORE, evidence: 'stack.compose(["stop", "app"])' }],
   },
   "docker compose exec pg-backup /scripts/pg-restore.sh --force /backups/stavrobot-2025-06-15T03-00-00Z.sql.gz":
     {
-      notRun:
-        "as written (over the live database in compose) it is not run; pg-restore.sh runs in the compose stack " +
-        `into a fresh database (${COMPOSE_CHECKS}) and with --force over a database on the test server ` +
-        "(app/test/backup.test.ts)",
+      runBy: [
+        {
+          file: COMPOSE_RESTORE,
+          evidence: 'stack.exec("pg-backup", ["/scripts/pg-restore.sh", "--force", `/backups/${backup}`])',
+        },
+      ],
     },
-  "docker compose start app": { notRun: "see `docker compose stop app`" },
+  "docker compose start app": {
+    runBy: [{ file: COMPOSE_RESTORE, evidence: 'stack.compose(["start", "app"])' }],
+  },
+  "docker compose down": { runBy: [{ file: COMPOSE_CHECKS, evidence: 'stack.compose(["down"])' }] },
+  "scripts/compose-restore.sh stavrobot-full-2026-11-26T10-00-00Z.tar.gz": {
+    runBy: [
+      { file: COMPOSE_RESTORE, evidence: 'execFileSync("bash", ["scripts/compose-restore.sh", FULL_BACKUP]' },
+      { file: "app/test/compose-restore.test.ts", evidence: 'restore(dir, "--force", archive)' },
+    ],
+  },
+  "docker compose up -d": { runBy: [{ file: COMPOSE_CHECKS, evidence: 'stack.compose(["up", "-d"])' }] },
   // signal-bridge/README.md
   "alias signal-cli='docker compose run --rm --entrypoint signal-cli signal-bridge --config /data/signal-cli'":
     {

@@ -1,6 +1,6 @@
 import { lstat, mkdir, chmod } from "node:fs/promises";
 import { join } from "node:path";
-import { Outbox, Sandbox, createServiceClient, errorMessage } from "@stavrobot/common";
+import { Outbox, Sandbox, addStateArchiveRoute, createServiceClient, errorMessage } from "@stavrobot/common";
 import type { Logger, Owner, ServiceParts } from "@stavrobot/common";
 import type { TaskOutcome } from "./claude.js";
 import { ClaudeCli } from "./claude.js";
@@ -78,7 +78,15 @@ export async function buildCoder(
   }
   logger.info("coder ready", { sandbox: sandbox.mode, auth: config.auth.kind, model: config.model });
   return {
-    router: buildRoutes({ pluginsDir: config.pluginsDir, asRoot, queue }),
+    // Its login and its state, for the app's full backup (`GET /state-archive`).
+    router: addStateArchiveRoute(
+      buildRoutes({ pluginsDir: config.pluginsDir, asRoot, queue }),
+      [
+        ...(config.auth.kind === "subscription" ? [{ name: "coder", dir: config.auth.credentialsDir }] : []),
+        { name: "coder-state", dir: config.stateDir },
+      ],
+      logger,
+    ),
     health: () => ({ sandbox: sandbox.status, claude: cli.locate() !== undefined, auth: config.auth.kind }),
     stop: async () => {
       queue.stop();

@@ -21,3 +21,4 @@ export * from "./contracts/coder.js";
 export * from "./contracts/python-runner.js";
 export * from "./contracts/signal-bridge.js";
 export * from "./contracts/mcp.js";
+export * from "./http/state-archive.js";

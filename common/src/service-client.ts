@@ -48,6 +48,14 @@ export interface ServiceClient {
     path: string,
     options?: RequestOptions<T>,
   ): Promise<ServiceResponse<z.infer<T>>>;
+  /**
+   * A GET whose answer is read as a stream (an archive), once: a non-2xx answer or an unreachable
+   * service is a ServiceError as for `request`. `timeoutMs` bounds the wait for the answer to begin.
+   */
+  download(
+    path: string,
+    options?: { timeoutMs?: number; signal?: AbortSignal },
+  ): Promise<ReadableStream<Uint8Array>>;
 }
 
 const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -88,6 +96,33 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
 
   return {
     baseUrl,
+    async download(path, opts = {}) {
+      const headers: Record<string, string> = {};
+      if (options.bearer) headers.Authorization = `Bearer ${options.bearer}`;
+      const started = new AbortController();
+      const timer = setTimeout(() => started.abort(new Error("no answer in time")), opts.timeoutMs ?? 30_000);
+      const signal = opts.signal ? AbortSignal.any([opts.signal, started.signal]) : started.signal;
+      let response: Response;
+      try {
+        response = await fetch(baseUrl + path, { headers, signal });
+      } catch (error) {
+        throw new ServiceError(`GET ${baseUrl}${path} unreachable: ${errorMessage(error)}`);
+      } finally {
+        clearTimeout(timer);
+      }
+      if (!response.ok || !response.body) {
+        const text = await response.text().catch(() => "");
+        let data: unknown = text;
+        try {
+          data = JSON.parse(text);
+        } catch {
+          // Keep the raw text.
+        }
+        const message = describeErrorBody(data) ?? `HTTP ${response.status}`;
+        throw new ServiceError(`GET ${path} failed (${response.status}): ${message}`, response.status, data);
+      }
+      return response.body;
+    },
     async request(method, path, opts = {}) {
       // A POST that failed may still have had its effect: it is repeated only when the call says so.
       const retries = opts.retries ?? (IDEMPOTENT.has(method.toUpperCase()) ? (options.retries ?? 2) : 0);

@@ -255,6 +255,16 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     network,
     mcp,
     sandbox: sandbox.status,
+    state: [
+      { name: "plugins", dir: options.pluginsDir },
+      { name: "plugin-data", dir: dataDir },
+      // Run directories are scratch, made again for each run.
+      {
+        name: "plugin-runner",
+        dir: options.stateDir,
+        skip: (name) => join(options.stateDir, name) === runsDir,
+      },
+    ],
   };
 
   return {

@@ -2,6 +2,7 @@ import type { IncomingMessage, RequestListener } from "node:http";
 import {
   TURN_HEADER,
   Router,
+  addStateArchiveRoute,
   approveRequestSchema,
   badRequest,
   configureRequestSchema,
@@ -17,7 +18,7 @@ import {
   requireContentType,
   runToolRequestSchema,
 } from "@stavrobot/common";
-import type { Logger, SandboxStatus } from "@stavrobot/common";
+import type { Logger, SandboxStatus, StatePart } from "@stavrobot/common";
 import type { InstallJobs } from "./install-jobs.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { PermissionStore } from "./permissions.js";
@@ -56,6 +57,8 @@ export interface ServerDeps {
   mcp?: McpServers;
   /** How tool processes are isolated here (reported by `GET /health`). */
   sandbox: SandboxStatus;
+  /** The plugins, their data and this service's state, for the app's full backup (`GET /state-archive`). */
+  state?: StatePart[];
   bodyLimitBytes?: number;
 }
 
@@ -87,7 +90,7 @@ export function buildRoutes(deps: ServerDeps): Router {
   const { plugins, tools, lifecycle, logger, permissions, installJobs, sources, approvals, network } = deps;
   const owner = new OwnerSettings({ plugins, formats: deps.formats, approvals, network });
   // The routes keep the wire contract's "bundles" (the app calls them so); inside, a bundle is a plugin.
-  return new Router()
+  const router = new Router()
     .get("/bundles", async () => {
       const listed = (await plugins.list()).map((plugin) => ({
         name: plugin.name,
@@ -187,6 +190,7 @@ export function buildRoutes(deps: ServerDeps): Router {
       const body = await readValidJson(req, limit, configureRequestSchema);
       return { json: await lifecycle.configure(body.name, body.config) };
     });
+  return deps.state ? addStateArchiveRoute(router, deps.state, logger) : router;
 }
 
 /** `Prefer: respond-async` (RFC 7240), among any other preferences the request states. */

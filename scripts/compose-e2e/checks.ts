@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { checkPluginIsolation, checkRunnersUseNamespaces } from "./isolation.js";
 import { Stack, eventually, toolTurn } from "./stack.js";
 import { HealthWatch } from "./health.js";
+import { checkReadmeRestore, checkRestoredPlugin, checkWebBackup, restoreFullBackup } from "./restore.js";
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -103,6 +104,10 @@ async function main(): Promise<void> {
     () => checkPluginIsolation(stack),
   );
 
+  const webBackup = await check("the Settings page's backup holds the plugins and their state", () =>
+    checkWebBackup(stack),
+  );
+
   for (const [file, mimeType] of [
     ["voice.aac", "audio/aac"],
     ["voice.amr", "audio/amr"],
@@ -171,6 +176,7 @@ async function main(): Promise<void> {
     });
   });
 
+  let latestBackup = "";
   await check(
     "pg-backup writes a backup that scripts/pg-restore.sh restores into a fresh database",
     async () => {
@@ -180,6 +186,7 @@ async function main(): Promise<void> {
       );
       stack.exec("pg-backup", ["/scripts/pg-backup.sh", "--once"]);
       const latest = listBackups(backups).at(-1) as string;
+      latestBackup = latest;
       const database = `e2e_restore_${Date.now()}`;
       stack.exec("pg-backup", ["psql", "-X", "-q", "-c", `CREATE DATABASE ${database}`], {
         PGDATABASE: "postgres",
@@ -199,8 +206,15 @@ async function main(): Promise<void> {
 
   await check("every service was healthy within its first minute", () => health.report());
 
-  await check("down, then up, keeps the conversation", async () => {
+  if (latestBackup)
+    await check("scripts/README.md's restore: stop app, pg-restore.sh --force, start app", () =>
+      checkReadmeRestore(stack, latestBackup),
+    );
+
+  const restore = webBackup ? " with the data directories lost and the web backup restored" : "";
+  await check(`down, then up${restore}, keeps the conversation`, async () => {
     stack.compose(["down"]);
+    const restored = webBackup ? await restoreFullBackup(stack) : "";
     const restarted = new HealthWatch(stack);
     stack.compose(["up", "-d"]);
     restarted.start();
@@ -210,6 +224,8 @@ async function main(): Promise<void> {
     const last = (await stack.modelRequests()).at(-1);
     const history = last?.messages.map((message) => message.text).join("\n") ?? "";
     expectIncludes(history, "hello from the e2e test [[m-chat]]", "the history sent to the model");
+    if (webBackup) await checkRestoredPlugin(stack);
+    return restored;
   });
 
   await check("kill -9 of the app loses no accepted message", async () => {
@@ -222,6 +238,11 @@ async function main(): Promise<void> {
         ? true
         : undefined,
     );
+    // A turn may start while its inbox row is being written: the message is accepted once it is.
+    await eventually("the message's inbox row", 30_000, async () => {
+      const rows = await stack.app("/api/explorer/tables/inbox/rows?orderBy=id&orderDirection=desc&limit=5");
+      return (await rows.text()).includes(marker) ? true : undefined;
+    });
     const app = stack.container("app") as string;
     const pid = stack.inspect(app, "{{.State.Pid}}");
     process.kill(Number(pid), "SIGKILL");

@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger, Router, SignalCliState } from "@stavrobot/common";
-import { Outbox, createServiceClient } from "@stavrobot/common";
+import { Outbox, addStateArchiveRoute, createServiceClient } from "@stavrobot/common";
 import type { BridgeConfig } from "./config.js";
 import { attachmentsDir, signalCliArgs } from "./config.js";
 import { SignalCliDaemon } from "./daemon.js";
@@ -94,7 +94,15 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   events.start();
 
   return {
-    router: buildRoutes(outbound),
+    // signal-cli's account and the bridge's state, for the app's full backup (`GET /state-archive`).
+    router: addStateArchiveRoute(
+      buildRoutes(outbound),
+      [
+        { name: "signal-cli", dir: config.signalCliConfigDir },
+        { name: "signal-bridge", dir: config.stateDir },
+      ],
+      logger,
+    ),
     health: () => ({ signalCli: daemon.state, account: config.account }),
     daemon,
     outbox,

@@ -23,7 +23,7 @@ import { basename, dirname, join, relative, resolve, isAbsolute } from "node:pat
 import { gunzipSync } from "node:zlib";
 import type { Logger } from "@stavrobot/common";
 import { backupName, backupsToDelete } from "./backup-retention.js";
-import { tarEntryNames } from "./tar.js";
+import { tarEntryNames } from "@stavrobot/common";
 
 export const EMBEDDED_BACKUP_SUFFIX = "pglite.tar.gz";
 

@@ -12,12 +12,19 @@ import { join, relative } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
-import type { Logger } from "@stavrobot/common";
+import {
+  STATE_ARCHIVE_PATH,
+  errorMessage,
+  tarEnd,
+  tarFile,
+  tarTree,
+  type Logger,
+  type ServiceClient,
+} from "@stavrobot/common";
 import { backupName } from "./backup-retention.js";
 import { isInside } from "./backup.js";
 import type { EmbeddedFiles } from "./database.js";
 import { copyOpenDatabase } from "./live-backup.js";
-import { tarEnd, tarFile, tarTree } from "./tar.js";
 
 /** The file at the archive's root that says what it is. */
 export const FULL_BACKUP_MANIFEST = "stavrobot-backup.json";
@@ -39,6 +46,12 @@ export interface FullBackupSources {
   backupDir: string;
   /** The open embedded database, or undefined on a PostgreSQL server. */
   database: EmbeddedFiles | undefined;
+  /**
+   * The services whose state is kept under these top-level names. A service none of whose names
+   * the data directory holds (compose: each keeps its own volumes) is asked for it
+   * (`GET /state-archive`); one that does not answer fails the backup rather than leave it out.
+   */
+  siblings?: { name: string; client: ServiceClient; parts: string[] }[];
 }
 
 /** Top-level names of the data directory that are not kept: made again, or not this install's state. */
@@ -82,11 +95,15 @@ export async function writeFullBackup(
     const backupsInside = isInside(backupDir, dataDir) ? relative(dataDir, backupDir) : undefined;
     const skip = (entry: string) => (!entry.includes("/") && leftOutName(entry)) || entry === backupsInside;
     const outside = await filesOutside(sources);
+    const asked = (sources.siblings ?? []).filter(
+      (sibling) => !sibling.parts.some((part) => existsSync(join(dataDir, part))),
+    );
     async function* archive(): AsyncGenerator<Uint8Array> {
       yield tarFile(FULL_BACKUP_MANIFEST, Buffer.from(JSON.stringify(manifest, null, 2) + "\n"));
       if (database) yield* tarTree(copy, { prefix: "pglite" });
       yield* tarTree(dataDir, { skip, modes: "kept" });
       for (const [entry, data] of outside) yield tarFile(entry, data);
+      for (const sibling of asked) yield* siblingState(sibling, options.signal);
       yield tarEnd();
     }
     await pipeline(
@@ -106,6 +123,32 @@ export async function writeFullBackup(
   } finally {
     await rm(copy, { recursive: true, force: true });
   }
+}
+
+const END_BYTES = 1024;
+
+/** A sibling's state archive, its entries passed on as they arrive and its end checked. */
+async function* siblingState(
+  sibling: { name: string; client: ServiceClient },
+  signal: AbortSignal | undefined,
+): AsyncGenerator<Uint8Array> {
+  let stream: ReadableStream<Uint8Array>;
+  try {
+    stream = await sibling.client.download(STATE_ARCHIVE_PATH, signal ? { signal } : {});
+  } catch (error) {
+    throw new Error(`${sibling.name} did not send its state (${errorMessage(error)})`, { cause: error });
+  }
+  // The last two blocks are the archive's end: held back, since this archive goes on after them.
+  let held: Buffer = Buffer.alloc(0);
+  for await (const chunk of stream) {
+    held = Buffer.concat([held, chunk]);
+    if (held.length > END_BYTES) {
+      yield held.subarray(0, held.length - END_BYTES);
+      held = Buffer.from(held.subarray(held.length - END_BYTES));
+    }
+  }
+  if (held.length !== END_BYTES || held.some((byte) => byte !== 0))
+    throw new Error(`${sibling.name}'s state came cut short`);
 }
 
 /**

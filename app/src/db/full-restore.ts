@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { BackupError, restoreEmbeddedTar, type RestoreOptions } from "./backup.js";
 import { FULL_BACKUP_FORMAT, FULL_BACKUP_MANIFEST, type FullBackupManifest } from "./full-backup.js";
-import { readTar, writeTar, type TarEntry } from "./tar.js";
+import { readTar, writeTar, type TarEntry } from "@stavrobot/common";
 
 export interface FullArchive {
   manifest: FullBackupManifest;

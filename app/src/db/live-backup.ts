@@ -16,7 +16,7 @@ import type { Logger } from "@stavrobot/common";
 import { BackupError, EMBEDDED_BACKUP_SUFFIX, applyRetention, isInside, writeAtomically } from "./backup.js";
 import { backupName } from "./backup-retention.js";
 import type { EmbeddedFiles } from "./database.js";
-import { tarDirectory } from "./tar.js";
+import { tarDirectory } from "@stavrobot/common";
 
 /**
  * How far before the first copy a change still counts as "during it": a file's modification time

@@ -69,6 +69,10 @@ export function ownSiblingClient(client: ServiceClient, identity: SiblingIdentit
         throw error;
       }
     },
+    async download(path, options) {
+      await ensure();
+      return client.download(path, options);
+    },
   };
 }
 

@@ -122,5 +122,9 @@ export function wakingClient(client: ServiceClient, wake: (() => Promise<void>) 
       await wake();
       return client.request(method, path, options);
     },
+    async download(path, options) {
+      await wake();
+      return client.download(path, options);
+    },
   };
 }

@@ -78,6 +78,11 @@ export function tarFile(name: string, data: Uint8Array, mtime = Math.floor(Date.
   ]);
 }
 
+/** A directory's own entry (its contents follow as separate entries). */
+export function tarDir(name: string, mode = 0o700, mtime = Math.floor(Date.now() / 1000)): Uint8Array {
+  return header(`${name.replace(/\/+$/, "")}/`, { mode, size: 0, mtime, type: "5" });
+}
+
 /** The end of an archive: two zero blocks. */
 export function tarEnd(): Uint8Array {
   return new Uint8Array(BLOCK * 2);
