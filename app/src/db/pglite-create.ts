@@ -11,8 +11,8 @@
  */
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
-import { cp, mkdir, mkdtemp, open, readFile, readdir, rename, rm, rmdir } from "node:fs/promises";
+import { constants, existsSync, readFileSync } from "node:fs";
+import { copyFile, mkdir, mkdtemp, open, readFile, readdir, rename, rm, rmdir } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -74,7 +74,7 @@ async function fillStaging(staging: string, options: EnsureOptions): Promise<"te
   });
   if (template) {
     try {
-      await cp(template, staging, { recursive: true, errorOnExist: true, force: false });
+      await copyTree(template, staging);
       return "template";
     } catch (error) {
       // Removed meanwhile (a newer schema's prepared database replaced it): made afresh instead.
@@ -87,6 +87,41 @@ async function fillStaging(staging: string, options: EnsureOptions): Promise<"te
   }
   await createInChild(staging);
   return "child";
+}
+
+/** Files copied at once by copyTree. */
+const COPIES_AT_ONCE = 16;
+
+/**
+ * `source`'s directories and files copied into the empty directory `target`, many files at once,
+ * none replaced. A prepared database is ~1,000 files: fs.cp copies them one at a time, 4× slower
+ * (0.42 s against 0.1 s here), and that was most of a first start.
+ */
+async function copyTree(source: string, target: string): Promise<void> {
+  const files: string[] = [];
+  const walk = async (relative: string): Promise<void> => {
+    for (const entry of await readdir(join(source, relative), { withFileTypes: true })) {
+      const name = join(relative, entry.name);
+      if (entry.isDirectory()) {
+        await mkdir(join(target, name), { mode: 0o700 });
+        await walk(name);
+      } else if (entry.isFile()) {
+        files.push(name);
+      }
+    }
+  };
+  await walk("");
+  let next = 0;
+  const copier = async (): Promise<void> => {
+    for (let name = files[next++]; name !== undefined; name = files[next++]) {
+      await copyFile(
+        join(source, name),
+        join(target, name),
+        constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE,
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: COPIES_AT_ONCE }, copier));
 }
 
 /**
