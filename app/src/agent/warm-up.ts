@@ -27,6 +27,9 @@ export interface FirstTurnWarmUp {
   logger: Logger;
 }
 
+/** Database connections opened before listening (see warmUpFirstTurn). */
+const FIRST_TURN_CONNECTIONS = 4;
+
 /**
  * What the first turn would otherwise wait for, done before the app listens: the conversation
  * loaded, the provider's library and the database connections ready, the inbox's next id drawn,
@@ -40,6 +43,9 @@ export async function warmUpFirstTurn(w: FirstTurnWarmUp): Promise<void> {
     w.client.providerLoaded,
     w.db.relaxed.query("SELECT 1"),
     w.inbox.drawAhead(),
+    // As many connections as a first turn uses at once (its inbox row written while the system
+    // prompt's parts are read), so it opens none; on PGlite these are four trivial statements.
+    ...Array.from({ length: FIRST_TURN_CONNECTIONS }, () => w.db.query("SELECT 1")),
   ]);
   w.phases.end("warm-up");
   // zod compiles an object schema on its first use (~3 ms): the first /chat body finds it done.

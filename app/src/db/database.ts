@@ -159,12 +159,22 @@ function endsSession(error: unknown): boolean {
 export function openPostgres(connectionString?: string): Database {
   const statement = preparedNames();
   // A server that does not answer must fail a query within seconds, not hang the queue forever.
-  const pool = new pg.Pool({ connectionString, max: 5, types, connectionTimeoutMillis: 5_000 });
+  // One person's turns come minutes apart, and pg closes a connection idle for 10 s by default:
+  // nearly every turn connected again and planned its statements again. The few connections stay
+  // open instead (idleTimeoutMillis 0); one the server drops is replaced when next needed.
+  const pool = new pg.Pool({
+    connectionString,
+    max: 5,
+    types,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 0,
+  });
   const relaxedPool = new pg.Pool({
     connectionString,
     max: 2,
     types,
     connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 0,
     options: "-c synchronous_commit=off",
   });
   // An idle client dropped by the server must not crash the process.
