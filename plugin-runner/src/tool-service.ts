@@ -76,7 +76,7 @@ export class ToolService {
     const refusal = this.deps.approvals.refusal(plugin, toolName) ?? this.deps.network.refusal(plugin);
     if (refusal) return { kind: "done", outcome: { success: false, error: refusal } };
     const params = tool.schema
-      ? validateAgainstSchema(tool.schema, input)
+      ? await validateAgainstSchema(tool.schema, input)
       : validateParams(tool.parameters, input);
     const format = formats.get(plugin.format);
     if (!tool.async) {

@@ -40,18 +40,18 @@ describe("Osaurus packages", () => {
   const here = process.arch === "arm64" ? 0xb7 : 0x3e;
   const elsewhere = process.arch === "arm64" ? 0x3e : 0xb7;
 
-  it("refuses paths that leave the package", () => {
+  it("refuses paths that leave the package", async () => {
     const zip = zipSync({ "../evil.so": elf(here) });
-    expect(() => unpackZip(zip)).toThrow(/unsafe path/);
+    await expect(unpackZip(zip)).rejects.toThrow(/unsafe path/);
   });
 
-  it("refuses a library for another architecture, saying which", () => {
+  it("refuses a library for another architecture, saying which", async () => {
     const zip = zipSync({ "libx.so": elf(elsewhere) });
-    expect(() => unpackZip(zip)).toThrow(/is a Linux library for .*, but this machine is/);
+    await expect(unpackZip(zip)).rejects.toThrow(/is a Linux library for .*, but this machine is/);
   });
 
-  it("keeps the runner's own files out of the package and leaves out __MACOSX", () => {
-    const unpacked = unpackZip(
+  it("keeps the runner's own files out of the package and leaves out __MACOSX", async () => {
+    const unpacked = await unpackZip(
       zipSync({
         "p/libx.so": elf(here),
         "p/config.json": Buffer.from("{}"),
@@ -67,8 +67,8 @@ describe("Osaurus packages", () => {
 
 describe("skills (Agent Skills frontmatter)", () => {
   const skill = (front: string) => `---\n${front}\n---\nBody.\n`;
-  it("reads a valid skill", () => {
-    expect(readSkill(skill('name: pdf-tools\ndescription: "Read PDFs: all of them."'))).toMatchObject({
+  it("reads a valid skill", async () => {
+    expect(await readSkill(skill('name: pdf-tools\ndescription: "Read PDFs: all of them."'))).toMatchObject({
       ok: true,
       skill: { name: "pdf-tools", description: "Read PDFs: all of them." },
     });
@@ -82,8 +82,8 @@ describe("skills (Agent Skills frontmatter)", () => {
     ["name: pdf\ndescription: x\nmetadata: [1]", /metadata must be a map/],
     ["name: pdf\ndescription: x\nauthor: me", /unknown frontmatter field\(s\): author/],
     ["name: pdf\ndescription: a: b", /not valid YAML/],
-  ])("refuses %s", (front, error) => {
-    const read = readSkill(skill(front));
+  ])("refuses %s", async (front, error) => {
+    const read = await readSkill(skill(front));
     expect(read.ok).toBe(false);
     expect(read.ok ? "" : read.error).toMatch(error);
   });

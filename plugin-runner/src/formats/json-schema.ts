@@ -1,5 +1,4 @@
-import { Ajv } from "ajv";
-import type { ValidateFunction } from "ajv";
+import type { Ajv, ValidateFunction } from "ajv";
 import { DomainError } from "@stavrobot/common";
 import type { ValidatedParams } from "../validate.js";
 import type { JsonSchema } from "./format.js";
@@ -12,14 +11,22 @@ import type { JsonSchema } from "./format.js";
  * A schema ajv cannot compile (a remote `$ref`, a wrong keyword) checks nothing, as the format's
  * own host would not have either; such a tool still runs.
  */
-const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, validateSchema: false });
+let ajv: Promise<Ajv> | undefined;
 const compiled = new WeakMap<JsonSchema, ValidateFunction | null>();
 
-export function validateAgainstSchema(
+/** ajv is loaded when a tool with a JSON Schema first runs: ~8 MB of the runner a plugin of our own format never needs. */
+function loadAjv(): Promise<Ajv> {
+  ajv ??= import("ajv").then(
+    ({ Ajv }) => new Ajv({ strict: false, allErrors: true, validateFormats: false, validateSchema: false }),
+  );
+  return ajv;
+}
+
+export async function validateAgainstSchema(
   schema: JsonSchema | undefined,
   input: Record<string, unknown>,
-): ValidatedParams {
-  const validate = schema ? validatorFor(schema) : null;
+): Promise<ValidatedParams> {
+  const validate = schema ? validatorFor(schema, await loadAjv()) : null;
   if (validate && !validate(input)) {
     const problems = (validate.errors ?? [])
       .slice(0, 10)
@@ -31,7 +38,7 @@ export function validateAgainstSchema(
   return { values: input, files: [] };
 }
 
-function validatorFor(schema: JsonSchema): ValidateFunction | null {
+function validatorFor(schema: JsonSchema, ajv: Ajv): ValidateFunction | null {
   const known = compiled.get(schema);
   if (known !== undefined) return known;
   let validate: ValidateFunction | null;

@@ -120,7 +120,7 @@ export async function installOsaurusPackage(
 ): Promise<InstallResponse> {
   const zipName = parseZipName(source.fileName);
   const verified = verification(source, deps.trustedKeys);
-  const unpacked = unpackZip(source.bytes);
+  const unpacked = await unpackZip(source.bytes);
   const name = pluginNameOf(zipName.pluginId);
   await place(name, zipName, unpacked, verified.ok, deps);
   let final = name;

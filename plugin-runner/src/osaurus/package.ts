@@ -1,6 +1,5 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, join, posix } from "node:path";
-import { unzipSync } from "fflate";
 import { DomainError, errorMessage } from "@stavrobot/common";
 import { OSAURUS_MARKER } from "../formats/osaurus.js";
 import type { OsaurusPackage } from "../formats/osaurus.js";
@@ -45,8 +44,12 @@ export interface Unpacked {
   warnings: string[];
 }
 
-/** Reads a package: its files, its library (checked), its skills (validated). Throws with the reason. */
-export function unpackZip(bytes: Uint8Array): Unpacked {
+/**
+ * Reads a package: its files, its library (checked), its skills (validated). Throws with the reason.
+ * The zip library is loaded here, when a package is installed (~7 MB of the runner otherwise).
+ */
+export async function unpackZip(bytes: Uint8Array): Promise<Unpacked> {
+  const { unzipSync } = await import("fflate");
   let entries: Record<string, Uint8Array>;
   let declared = 0;
   let count = 0;
@@ -83,7 +86,7 @@ export function unpackZip(bytes: Uint8Array): Unpacked {
     ([a], [b]) => depth(a) - depth(b) || a.localeCompare(b),
   )) {
     if (posix.basename(path).toLowerCase() !== "skill.md") continue;
-    const read = readSkill(Buffer.from(data).toString("utf8"));
+    const read = await readSkill(Buffer.from(data).toString("utf8"));
     if (!read.ok) {
       warnings.push(`Skill ${path} left out: ${read.error}`);
     } else if (skills.some((skill) => skill.name === read.skill.name)) {

@@ -26,7 +26,7 @@ export async function readPluginSkill(
       `The skill "${name}" of plugin "${plugin.name}" can no longer be read.`,
     );
   }
-  const read = readSkill(text);
+  const read = await readSkill(text);
   if (!read.ok)
     throw new DomainError(
       "invalid",

@@ -1,5 +1,3 @@
-import yaml from "js-yaml";
-
 /** A skill's name as Agent Skills has it: lower-case letters, digits and single hyphens, at most 64. */
 const SKILL_NAME = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 const ALLOWED_KEYS = new Set([
@@ -23,11 +21,13 @@ export type SkillRead =
  * `license`, `compatibility` (at most 500 characters), `metadata` (a map of strings) and
  * `allowed-tools` besides.
  */
-export function readSkill(text: string): SkillRead {
+export async function readSkill(text: string): Promise<SkillRead> {
   if (Buffer.byteLength(text) > SKILL_MAX_BYTES) return { ok: false, error: "it is larger than 256 KB" };
   const match = /^\uFEFF?---\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)([\s\S]*)$/.exec(text);
   if (!match)
     return { ok: false, error: "it has no frontmatter (a YAML block between --- lines at the top)" };
+  // Loaded when a skill is first read (an Osaurus install, or the model reading one).
+  const yaml = (await import("js-yaml")).default;
   let front: unknown;
   try {
     front = yaml.load(match[1] ?? "", { schema: yaml.JSON_SCHEMA });
