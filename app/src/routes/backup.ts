@@ -7,8 +7,10 @@ import {
   errorMessage,
   type Handler,
   type Logger,
+  type Reply,
   type Router,
 } from "@stavrobot/common";
+import { escapeHtml } from "../html.js";
 import { writeFullBackup, type FullBackup, type FullBackupSources } from "../db/full-backup.js";
 import type { LiveBackup } from "../db/live-backup.js";
 
@@ -66,7 +68,10 @@ export function addFullBackupRoutes(router: Router, deps: FullBackupRouteDeps): 
         backup = await taking.run(() => writeFullBackup(deps.sources, new Date(), { logger: deps.logger }));
       } catch (error) {
         deps.logger.error("the full backup failed", { error: errorMessage(error) });
-        throw new DomainError("failed", `The backup failed: ${errorMessage(error)}`);
+        const message = `The backup failed: ${errorMessage(error)}`;
+        // The Settings page's link is a navigation: the person sees why on a page, not a JSON file.
+        if (req.headers["sec-fetch-dest"] === "document") return failurePage(message);
+        throw new DomainError("failed", message);
       }
       res.writeHead(200, {
         "Content-Type": "application/gzip",
@@ -84,4 +89,18 @@ export function addFullBackupRoutes(router: Router, deps: FullBackupRouteDeps): 
       }
       return undefined;
     });
+}
+
+/** What a failed backup shows where the browser went to download it. */
+function failurePage(message: string): Reply {
+  return {
+    status: 500,
+    headers: { "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store" },
+    body:
+      '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" ' +
+      'content="width=device-width, initial-scale=1"><title>Backup failed</title></head><body>' +
+      `<h1>The backup was not made</h1><p id="backup-failed">${escapeHtml(message)}</p>` +
+      '<p>Nothing was downloaded. Fix what it says and try again; <a href="/settings">back to Settings</a>.</p>' +
+      "</body></html>",
+  };
 }

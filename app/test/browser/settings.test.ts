@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -48,6 +48,9 @@ describeInBrowser("the Settings page in Chromium", () => {
         "",
       ].join("\n"),
     );
+    // As `npm start` leaves it (its plugin-runner makes it): the backup reads the plugins from the
+    // data directory instead of asking a runner, which this app has none of.
+    mkdirSync(join(env.dir, "plugins"));
     [browser, app] = await Promise.all([launchBrowser(), startApp({ env: env.env, logger: silentLogger })]);
   });
 
@@ -122,6 +125,25 @@ describeInBrowser("the Settings page in Chromium", () => {
     expect(await fitsViewport(owner.page)).toBe(true);
     await screenshot(owner.page, "settings-phone");
     expectNoProblems(owner);
+    await owner.context.close();
+  });
+
+  it("says on a page why a backup failed, instead of downloading the error", async () => {
+    const owner = await ownerContext(browser, app.port);
+    const { page } = owner;
+    // No plugins in the data directory and no plugin-runner to ask for them: the backup fails.
+    renameSync(join(env.dir, "plugins"), join(env.dir, "plugins-aside"));
+    try {
+      await page.goto("/settings");
+      await page.click("#backup-download");
+      await page
+        .locator("#backup-failed", { hasText: "plugin-runner did not send its state" })
+        .waitFor({ timeout: 30_000 });
+      await page.click("text=back to Settings");
+      await page.locator("#backup-download").waitFor();
+    } finally {
+      renameSync(join(env.dir, "plugins-aside"), join(env.dir, "plugins"));
+    }
     await owner.context.close();
   });
 
