@@ -1,8 +1,11 @@
-import { ConfigError, EXIT_CONFIG, StartRefused, createLogger, type Logger } from "@stavrobot/common";
+import { createLogger } from "@stavrobot/common";
 import { startApp, type AppOptions, type RunningApp } from "../app.js";
 import { parseAppEnv } from "./env.js";
-import { acquireInstanceLock, cannotWrite, type InstanceLock } from "./instance-lock.js";
+import { acquireInstanceLock, type InstanceLock } from "./instance-lock.js";
 import { resolvePaths } from "./paths.js";
+import { exitForRefusal } from "./refusal.js";
+
+export { exitForRefusal };
 
 export interface MainOptions {
   /** Runs after the app closed, before the process exits (`npm start` stops its siblings). */
@@ -61,26 +64,4 @@ export async function main(
   process.on("SIGINT", () => shutdown("SIGINT"));
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   return app;
-}
-
-/** Exits with the refusal's code and its one line; rethrows what is not a refusal (a bug). */
-export function exitForRefusal(error: unknown, env: NodeJS.ProcessEnv, logger: Logger): never {
-  if (error instanceof ConfigError) {
-    logger.error(error.message);
-    process.exit(EXIT_CONFIG);
-  }
-  const refusal = error instanceof StartRefused ? error : cannotWrite(error, dataDirOf(env));
-  if (refusal) {
-    logger.error(refusal.message);
-    process.exit(refusal.exitCode);
-  }
-  throw error;
-}
-
-function dataDirOf(env: NodeJS.ProcessEnv): string {
-  try {
-    return resolvePaths(parseAppEnv(env)).dataDir;
-  } catch {
-    return "the data directory";
-  }
 }

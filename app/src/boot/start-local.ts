@@ -16,7 +16,7 @@ import { loadConfig, type AppConfig } from "./config.js";
 import { parseAppEnv } from "./env.js";
 import { startSibling, type Sibling } from "../local/sibling.js";
 import { toolPathFor } from "../local/tool-path.js";
-import { exitForRefusal, main } from "./run.js";
+import { exitForRefusal } from "./refusal.js";
 import { resolvePaths } from "./paths.js";
 import { writeMcpServersFile } from "./mcp-servers.js";
 import { acquireInstanceLock } from "./instance-lock.js";
@@ -226,15 +226,18 @@ const pythonRunner = siblings[1] as Sibling;
 const stopSiblings = async () => {
   await Promise.all(siblings.map((sibling) => sibling.stop()));
 };
-const app: Promise<RunningApp> = main(
-  {
-    ...env,
-    PLUGIN_RUNNER_URL: env.PLUGIN_RUNNER_URL ?? `http://127.0.0.1:${ports.pluginRunner}`,
-    PYTHON_RUNNER_URL: env.PYTHON_RUNNER_URL ?? `http://127.0.0.1:${ports.pythonRunner}`,
-    CODER_URL: env.CODER_URL ?? `http://127.0.0.1:${ports.coder}`,
-    SIGNAL_BRIDGE_URL: env.SIGNAL_BRIDGE_URL ?? `http://127.0.0.1:${ports.signalBridge}`,
-  },
-  { beforeExit: stopSiblings, wake: { "python-runner": () => pythonRunner.wake() }, lock, ownSiblings },
+// The app's own modules (most of this bundle) load while the siblings start: imported only now.
+const app: Promise<RunningApp> = import("./run.js").then(({ main }) =>
+  main(
+    {
+      ...env,
+      PLUGIN_RUNNER_URL: env.PLUGIN_RUNNER_URL ?? `http://127.0.0.1:${ports.pluginRunner}`,
+      PYTHON_RUNNER_URL: env.PYTHON_RUNNER_URL ?? `http://127.0.0.1:${ports.pythonRunner}`,
+      CODER_URL: env.CODER_URL ?? `http://127.0.0.1:${ports.coder}`,
+      SIGNAL_BRIDGE_URL: env.SIGNAL_BRIDGE_URL ?? `http://127.0.0.1:${ports.signalBridge}`,
+    },
+    { beforeExit: stopSiblings, wake: { "python-runner": () => pythonRunner.wake() }, lock, ownSiblings },
+  ),
 );
 await app;
 
