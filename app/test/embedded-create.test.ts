@@ -136,7 +136,7 @@ describe("creating the embedded database", () => {
       (caught: unknown) => caught,
     );
     expect(error).toBeInstanceOf(EmbeddedDatabaseError);
-    // A start ends on it in one line with its own exit code (run.ts's exitForRefusal).
+    // A start ends on it in one line with its own exit code (boot/refusal.ts's exitForRefusal).
     expect(error).toBeInstanceOf(StartRefused);
     expect((error as StartRefused).exitCode).toBe(EXIT_DAMAGED_DATABASE);
     expect((error as Error).message).toContain('could not open file "global/pg_control"');

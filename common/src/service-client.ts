@@ -70,9 +70,13 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
   const sleep = options.sleep ?? defaultSleep;
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
 
+  const auth = (): Record<string, string> =>
+    options.bearer ? { Authorization: `Bearer ${options.bearer}` } : {};
+  const unreachable = (method: string, path: string, error: unknown) =>
+    new ServiceError(`${method} ${baseUrl}${path} unreachable: ${errorMessage(error)}`);
+
   async function attempt(method: string, path: string, opts: RequestOptions<z.ZodType>) {
-    const headers: Record<string, string> = { Accept: "application/json", ...opts.headers };
-    if (options.bearer) headers.Authorization = `Bearer ${options.bearer}`;
+    const headers: Record<string, string> = { Accept: "application/json", ...opts.headers, ...auth() };
     if (opts.body !== undefined) headers["Content-Type"] = "application/json";
     const timeout = AbortSignal.timeout(opts.timeoutMs ?? options.timeoutMs ?? 30_000);
     const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
@@ -82,44 +86,26 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
       body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
       signal,
     });
-    const text = await response.text();
-    let data: unknown = text;
-    if (text.length > 0) {
-      try {
-        data = JSON.parse(text);
-      } catch {
-        // Keep the raw text.
-      }
-    }
-    return { status: response.status, data };
+    return { status: response.status, data: parseBody(await response.text()) };
   }
 
   return {
     baseUrl,
     async download(path, opts = {}) {
-      const headers: Record<string, string> = {};
-      if (options.bearer) headers.Authorization = `Bearer ${options.bearer}`;
       const started = new AbortController();
       const timer = setTimeout(() => started.abort(new Error("no answer in time")), opts.timeoutMs ?? 30_000);
       const signal = opts.signal ? AbortSignal.any([opts.signal, started.signal]) : started.signal;
       let response: Response;
       try {
-        response = await fetch(baseUrl + path, { headers, signal });
+        response = await fetch(baseUrl + path, { headers: auth(), signal });
       } catch (error) {
-        throw new ServiceError(`GET ${baseUrl}${path} unreachable: ${errorMessage(error)}`);
+        throw unreachable("GET", path, error);
       } finally {
         clearTimeout(timer);
       }
       if (!response.ok || !response.body) {
-        const text = await response.text().catch(() => "");
-        let data: unknown = text;
-        try {
-          data = JSON.parse(text);
-        } catch {
-          // Keep the raw text.
-        }
-        const message = describeErrorBody(data) ?? `HTTP ${response.status}`;
-        throw new ServiceError(`GET ${path} failed (${response.status}): ${message}`, response.status, data);
+        const data = parseBody(await response.text().catch(() => ""));
+        throw failed("GET", path, response.status, data);
       }
       return response.body;
     },
@@ -137,12 +123,11 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
         }
         let failure: ServiceError;
         if (outcome instanceof Error) {
-          failure = new ServiceError(`${method} ${baseUrl}${path} unreachable: ${errorMessage(outcome)}`);
+          failure = unreachable(method, path, outcome);
         } else {
           const { status, data } = outcome;
           if (status >= 200 && status < 300) return validate(method, path, status, data, opts.schema);
-          const message = describeErrorBody(data) ?? `HTTP ${status}`;
-          failure = new ServiceError(`${method} ${path} failed (${status}): ${message}`, status, data);
+          failure = failed(method, path, status, data);
           if (status !== 429 && status < 500) throw failure;
         }
         if (tryNumber >= retries) throw failure;
@@ -175,6 +160,22 @@ function validate<T>(
     );
   }
   return { status, data: parsed.data as T };
+}
+
+/** A response's body: its JSON when it is JSON, else its text. */
+function parseBody(text: string): unknown {
+  if (text.length === 0) return text;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+/** A non-2xx answer as an error carrying its status and body. */
+function failed(method: string, path: string, status: number, data: unknown): ServiceError {
+  const message = describeErrorBody(data) ?? `HTTP ${status}`;
+  return new ServiceError(`${method} ${path} failed (${status}): ${message}`, status, data);
 }
 
 function describeErrorBody(data: unknown): string | undefined {

@@ -5,8 +5,6 @@ import { acquireInstanceLock, type InstanceLock } from "./instance-lock.js";
 import { resolvePaths } from "./paths.js";
 import { exitForRefusal } from "./refusal.js";
 
-export { exitForRefusal };
-
 export interface MainOptions {
   /** Runs after the app closed, before the process exits (`npm start` stops its siblings). */
   beforeExit?: () => Promise<void>;
