@@ -125,13 +125,17 @@ function parserOptions(options: QueryOptions | undefined): { parsers: TextParser
 }
 
 /**
- * V8 compiles PGlite's WebAssembly (~14,000 functions) on as many background threads as the
- * machine has cores, and each thread's allocator keeps its share of the compiler's memory after
- * the compile: 20–40 MB of the idle app. One background thread compiles it as fast here (the
- * start-up is not longer) and leaves that memory behind once. Read when a compile starts, so it
- * is set before PGlite is loaded.
+ * How V8 compiles PGlite's WebAssembly (~14,000 functions). Read when a compile starts, so they
+ * are set before PGlite is loaded.
+ * - One background thread instead of one per core: each thread's allocator kept its share of the
+ *   compiler's memory after the compile (20–40 MB of the idle app), and one compiles it as fast.
+ * - Only the baseline compiler (Liftoff), never the optimising one (TurboFan): what it optimised
+ *   stayed in the process as code and compile memory (25–40 MB of the idle app, 35 MB of its
+ *   peak), and on two cores its compiles competed with the start and the first turns. Statements
+ *   run ~12% slower in a long loop of them, but a turn was no slower and the first `/chat` after a
+ *   start twice as fast in the bench (DECISIONLOG.md).
  */
-const WASM_COMPILE_FLAGS = "--wasm-num-compilation-tasks=1";
+const WASM_COMPILE_FLAGS = "--wasm-num-compilation-tasks=1 --liftoff-only";
 
 export interface PgliteOptions {
   /** Where prepared databases are kept (PGLITE_TEMPLATE_DIR; default: node_modules' cache). */
