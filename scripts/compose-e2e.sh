@@ -8,13 +8,13 @@
 #      (compose-e2e/standins.sh says which);
 #   4. builds the default profile's images and the coder's from a copy of this working tree, and
 #      signal-bridge where its download is reachable and its checksum set;
-#   5. runs the stack from that copy with fake model and speech services and a git server on the
-#      compose network, and checks it as its owner would (compose-e2e/checks.ts);
+#   5. runs the stack from that copy with fake model and speech services, a file server and a git
+#      server on the compose network, and checks it as its owner would (compose-e2e/checks.ts);
 #   6. prints how long each step and check took and each image's size; exits non-zero when any
 #      check failed.
 #
 # Needs root (to install and run the engine), Node.js with this repository's npm dependencies
-# installed (tsx, esbuild) and git. Port 10567 must be free. E2E_KEEP=1 leaves the stack and its
+# installed (tsx, esbuild), git, gcc and zip (the Osaurus check builds its plugin). Port 10567 must be free. E2E_KEEP=1 leaves the stack and its
 # directory as they are at the end, to look into (only with an engine this script did not start).
 set -euo pipefail
 
@@ -188,7 +188,7 @@ prepare_project() {
   local dir=$work/stavrobot password
   password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
   printf '%s\n' "$password" >"$work/password"
-  mkdir -p "$dir/data/main" "$dir/e2e/repos"
+  mkdir -p "$dir/data/main" "$dir/e2e/repos" "$dir/e2e/files"
   cat >"$dir/data/main/config.toml" <<EOF
 provider = "anthropic"
 model = "claude-sonnet-4-5"
@@ -207,13 +207,14 @@ model = "gpt-4o-transcribe"
 baseUrl = "http://fake-services:8081/v1"
 EOF
   cat >"$dir/e2e/override.yml" <<'EOF'
-# The end-to-end test's additions: the fake internet services and a git server.
+# The end-to-end test's additions: the fake internet services (a file server among them) and a git server.
 services:
   fake-services:
     image: node:22-slim
     command: ["node", "/e2e/fake-services.mjs"]
     volumes:
       - ./e2e/fake-services.mjs:/e2e/fake-services.mjs:ro
+      - ./e2e/files:/e2e/files:ro
     networks: [services]
     ports:
       - "127.0.0.1::8090"

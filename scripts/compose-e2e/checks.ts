@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { checkPluginIsolation, checkRunnersUseNamespaces } from "./isolation.js";
 import { Stack, eventually, toolTurn } from "./stack.js";
 import { HealthWatch } from "./health.js";
+import { checkOsaurusPlugin } from "./osaurus.js";
 import { checkReadmeRestore, checkRestoredPlugin, checkWebBackup, restoreFullBackup } from "./restore.js";
 
 const env = (name: string): string => {
@@ -102,6 +103,10 @@ async function main(): Promise<void> {
   await check(
     "a plugin from the git server is installed and run, and sees no other plugin's files nor the secrets",
     () => checkPluginIsolation(stack),
+  );
+
+  await check("an Osaurus plugin (a C library) is installed by URL, runs, and is back after a crash", () =>
+    checkOsaurusPlugin(stack),
   );
 
   const webBackup = await check("the Settings page's backup holds the plugins and their state", () =>

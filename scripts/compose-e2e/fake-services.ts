@@ -11,9 +11,14 @@
  * tool result is answered `result: <the tool's output>`. A message containing `[[hold]]` is
  * answered only once `POST /release {marker}` named a marker it contains. `GET /requests` lists
  * what the model was asked, `GET /transcriptions` what the speech service was sent.
+ *
+ * On 8082 it serves the files the checks put in `/e2e/files` (plugin packages a tool installs by
+ * URL, as from a download site).
  */
 import { createServer, connect, type Server } from "node:net";
+import { readFile } from "node:fs/promises";
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { basename } from "node:path";
 import {
   startFakeAnthropic,
   startFakeOpenAiAudio,
@@ -106,12 +111,28 @@ function forward(port: number, target: string): Server {
   return server;
 }
 
+/** Serves `/e2e/files/<name>` as `GET /<name>`; nothing outside that folder. */
+function serveFiles(port: number): void {
+  createHttpServer((req, res) => {
+    const name = decodeURIComponent(new URL(req.url ?? "/", "http://localhost").pathname.slice(1));
+    if (req.method !== "GET" || name !== basename(name) || name.startsWith(".")) return send(res, 404, {});
+    readFile(`/e2e/files/${name}`).then(
+      (data) => {
+        res.writeHead(200, { "content-type": "application/octet-stream" });
+        res.end(data);
+      },
+      () => send(res, 404, { error: `no file ${name}` }),
+    );
+  }).listen(port, "0.0.0.0");
+}
+
 async function main(): Promise<void> {
   const model = await startFakeAnthropic();
   model.setResponder(respond);
   const audio = await startFakeOpenAiAudio();
   forward(8080, model.url);
   forward(8081, audio.url);
+  serveFiles(8082);
 
   const control = createHttpServer((req, res) => {
     void (async () => {
@@ -158,7 +179,7 @@ async function main(): Promise<void> {
     })();
   });
   control.listen(8090, "0.0.0.0");
-  console.log("fake services: model on 8080, speech to text on 8081, control on 8090");
+  console.log("fake services: model on 8080, speech to text on 8081, files on 8082, control on 8090");
   const stop = () => process.exit(0);
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
