@@ -2,19 +2,13 @@ import { cp, lstat, readFile, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
-import {
-  JsonLines,
-  KeptProcess,
-  ProcessGoneError,
-  TimedOutError,
-  errorMessage,
-  writeFileAtomic,
-} from "@stavrobot/common";
+import { JsonLines, KeptProcess, errorMessage, writeFileAtomic } from "@stavrobot/common";
 import type { Logger, Mount } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
 import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin } from "../plugins.js";
+import { KeptHosts, requestHost } from "./kept-hosts.js";
 
 interface Host {
   kept: KeptProcess<JsonLines>;
@@ -36,7 +30,6 @@ const HOST_SCRIPT = "osaurus-host.cjs";
 let hostScript: string | undefined;
 /** How long loading a library (entry point, `init`, `get_manifest`) may take. */
 const LOAD_TIMEOUT_MS = 30_000;
-const RETRY_FAILED_MS = 60_000;
 /** The plugin's own settings (`config_set`), in its data directory. */
 export const SETTINGS_FILE = "osaurus-settings.json";
 
@@ -70,35 +63,19 @@ function koffiDirs(): { koffi: string; prebuilt: string } {
  * or abort ends that process only), started again when the library changes, and stopped (the
  * library's `destroy` called) when the plugin is updated or removed.
  */
-export class OsaurusHosts {
-  private readonly hosts = new Map<string, Host>();
-  private readonly failures = new Map<string, { stamp: string; error: Error; at: number }>();
-
+export class OsaurusHosts extends KeptHosts<Host> {
   constructor(
     private readonly executor: Executor,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    // stdin closed first: the host calls the library's destroy() and leaves.
+    super(1_000);
+  }
 
   /** The library's manifest, from its running host (started, or restarted if the library changed). */
   async manifest(target: OsaurusTarget): Promise<{ manifest: string; abi: number }> {
-    const { name } = target.plugin;
     const stamp = await stampOf(target);
-    let host = this.hosts.get(name);
-    if (host && host.stamp !== stamp) {
-      await this.stop(name);
-      host = undefined;
-    }
-    const failed = this.failures.get(name);
-    if (!host && failed?.stamp === stamp && Date.now() - failed.at < RETRY_FAILED_MS) throw failed.error;
-    host ??= this.create(target, stamp);
-    try {
-      await host.kept.session();
-    } catch (error) {
-      await this.stop(name);
-      this.failures.set(name, { stamp, error: error as Error, at: Date.now() });
-      throw error;
-    }
-    this.failures.delete(name);
+    const host = await this.loaded(target.plugin.name, stamp, () => this.create(target, stamp));
     return { manifest: host.manifest, abi: host.abi };
   }
 
@@ -113,56 +90,24 @@ export class OsaurusHosts {
     secrets: Record<string, string>,
     timeoutMs: number,
   ): Promise<RunOutcome> {
-    const host = this.hosts.get(target.plugin.name) ?? this.create(target, await stampOf(target));
-    let answer: Record<string, unknown>;
-    try {
-      answer = await host.kept.use(
-        (session) => session.request({ op: "invoke", tool, payload, secrets }),
-        timeoutMs,
-      );
-    } catch (error) {
-      if (error instanceof TimedOutError) {
-        const seconds = Math.round(timeoutMs / 100) / 10;
-        return {
-          success: false,
-          error: `Tool execution timed out after ${seconds} s: the plugin's process was stopped and is being started again.`,
-        };
-      }
-      if (error instanceof ProcessGoneError) {
-        return {
-          success: false,
-          error: this.executor.tidy(
-            `The plugin's process ended while the tool ran (it crashed); it is being started again. ${signalled(error.message)}`,
-          ),
-        };
-      }
-      return {
-        success: false,
-        error: this.executor.tidy(`The plugin could not be started: ${errorMessage(error)}`),
-      };
-    }
+    const host = await this.forCall(target.plugin.name, async () =>
+      this.create(target, await stampOf(target)),
+    );
+    const called = await requestHost(
+      host,
+      { op: "invoke", tool, payload, secrets },
+      timeoutMs,
+      this.executor,
+      (error) =>
+        `The plugin's process ended while the tool ran (it crashed); it is being started again. ${signalled(error.message)}`,
+    );
+    if ("failed" in called) return called.failed;
+    const { answer } = called;
     if (answer.ok !== true) {
       return { success: false, error: typeof answer.error === "string" ? answer.error : "unknown error" };
     }
     if (typeof answer.result !== "string") return { success: false, error: "Plugin returned NULL response" };
     return resultOutcome(answer.result);
-  }
-
-  async stop(plugin: string): Promise<void> {
-    this.failures.delete(plugin);
-    const host = this.hosts.get(plugin);
-    this.hosts.delete(plugin);
-    // stdin closed first: the host calls the library's destroy() and leaves.
-    await host?.kept.stop(1_000);
-  }
-
-  async stopAll(): Promise<void> {
-    await Promise.all([...this.hosts.keys()].map((plugin) => this.stop(plugin)));
-  }
-
-  /** The launcher's pid of a plugin's host while it runs (tests and diagnostics). */
-  pidOf(plugin: string): number | undefined {
-    return this.hosts.get(plugin)?.kept.pid;
   }
 
   private create(target: OsaurusTarget, stamp: string): Host {
@@ -232,7 +177,6 @@ export class OsaurusHosts {
         },
       }),
     };
-    this.hosts.set(plugin.name, host);
     return host;
   }
 }

@@ -1,19 +1,13 @@
 import { lstat, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  JsonLines,
-  KeptProcess,
-  ProcessGoneError,
-  TimedOutError,
-  errorMessage,
-  writeFileAtomic,
-} from "@stavrobot/common";
+import { JsonLines, KeptProcess, errorMessage, writeFileAtomic } from "@stavrobot/common";
 import type { Logger } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
 import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin } from "../plugins.js";
 import { normaliseToolResponse, responseOutcome, thrownResponse } from "./workbench-result.js";
+import { KeptHosts, requestHost } from "./kept-hosts.js";
 
 /** A tool as the host reports it after `register(api)`. */
 export interface HostedTool {
@@ -33,8 +27,6 @@ interface Host {
 const HOST_SCRIPT = "workbench-host.cjs";
 /** The host script's text, read once. */
 let hostScript: string | undefined;
-/** How long a plugin that failed to load is not tried again while its files stay the same. */
-const RETRY_FAILED_MS = 60_000;
 /** How long loading a plugin (`register(api)`) may take. */
 const LOAD_TIMEOUT_MS = 30_000;
 
@@ -44,38 +36,20 @@ const LOAD_TIMEOUT_MS = 30_000;
  * crash or a run that outlived its time (a CPU loop is killed, not waited for), started again when
  * the plugin's files change, and stopped when the plugin is updated or removed.
  */
-export class WorkbenchHosts {
-  private readonly hosts = new Map<string, Host>();
-  /** Plugins whose host could not load them, by the files' stamp: not retried until they change (or a minute passed). */
-  private readonly failures = new Map<string, { stamp: string; error: Error; at: number }>();
-
+export class WorkbenchHosts extends KeptHosts<Host> {
   constructor(
     private readonly executor: Executor,
     private readonly logger: Logger,
     /** Told when a plugin's tools changed without its files changing (it called reloadPlugins()). */
     private readonly changed: (plugin: string) => void,
-  ) {}
+  ) {
+    super(500);
+  }
 
   /** The plugin's tools, from its running host (started, or restarted if its files changed). */
   async tools(plugin: Plugin): Promise<{ tools: HostedTool[]; skipped: string[] }> {
     const stamp = await stampOf(plugin.dir);
-    let host = this.hosts.get(plugin.name);
-    if (host && host.stamp !== stamp) {
-      await this.stop(plugin.name);
-      host = undefined;
-    }
-    const failed = this.failures.get(plugin.name);
-    if (!host && failed?.stamp === stamp && Date.now() - failed.at < RETRY_FAILED_MS) throw failed.error;
-    host ??= this.create(plugin, stamp);
-    try {
-      await host.kept.session();
-    } catch (error) {
-      // Every listing would otherwise start a process to fail again.
-      await this.stop(plugin.name);
-      this.failures.set(plugin.name, { stamp, error: error as Error, at: Date.now() });
-      throw error;
-    }
-    this.failures.delete(plugin.name);
+    const host = await this.loaded(plugin.name, stamp, () => this.create(plugin, stamp));
     return { tools: host.tools, skipped: host.skipped };
   }
 
@@ -86,29 +60,16 @@ export class WorkbenchHosts {
     input: Record<string, unknown>,
     timeoutMs: number,
   ): Promise<RunOutcome> {
-    const host = this.hosts.get(plugin.name) ?? this.create(plugin, await stampOf(plugin.dir));
-    let answer: Record<string, unknown>;
-    try {
-      answer = await host.kept.use((session) => session.request({ op: "run", tool, input }), timeoutMs);
-    } catch (error) {
-      if (error instanceof TimedOutError) {
-        const seconds = Math.round(timeoutMs / 100) / 10;
-        return {
-          success: false,
-          error: `Tool execution timed out after ${seconds} s: the plugin's process was stopped and is being started again.`,
-        };
-      }
-      if (error instanceof ProcessGoneError) {
-        return {
-          success: false,
-          error: this.executor.tidy(`The plugin's process ended while the tool ran. ${error.message}`),
-        };
-      }
-      return {
-        success: false,
-        error: this.executor.tidy(`The plugin could not be started: ${errorMessage(error)}`),
-      };
-    }
+    const host = await this.forCall(plugin.name, async () => this.create(plugin, await stampOf(plugin.dir)));
+    const called = await requestHost(
+      host,
+      { op: "run", tool, input },
+      timeoutMs,
+      this.executor,
+      (error) => `The plugin's process ended while the tool ran. ${error.message}`,
+    );
+    if ("failed" in called) return called.failed;
+    const { answer } = called;
     if (answer.ok !== true) {
       const message = typeof answer.error === "string" ? answer.error : "unknown error";
       if (answer.thrown === true) return responseOutcome(thrownResponse(message));
@@ -116,22 +77,6 @@ export class WorkbenchHosts {
     }
     const value = answer.undefined === true ? undefined : answer.result;
     return responseOutcome(normaliseToolResponse(value));
-  }
-
-  async stop(plugin: string): Promise<void> {
-    this.failures.delete(plugin);
-    const host = this.hosts.get(plugin);
-    this.hosts.delete(plugin);
-    await host?.kept.stop(500);
-  }
-
-  async stopAll(): Promise<void> {
-    await Promise.all([...this.hosts.keys()].map((plugin) => this.stop(plugin)));
-  }
-
-  /** The launcher's pid of a plugin's host while it runs (for tests and diagnostics). */
-  pidOf(plugin: string): number | undefined {
-    return this.hosts.get(plugin)?.kept.pid;
   }
 
   private create(plugin: Plugin, stamp: string): Host {
@@ -180,7 +125,6 @@ export class WorkbenchHosts {
         },
       }),
     };
-    this.hosts.set(plugin.name, host);
     return host;
   }
 }
