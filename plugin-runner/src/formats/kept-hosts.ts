@@ -46,9 +46,15 @@ export abstract class KeptHosts<H extends KeptHost> {
     return host;
   }
 
-  /** The plugin's host for a call: the running one, or a new one (`create` gives its stamp). */
+  /**
+   * The plugin's host for a call: the running one, or a new one. A host starts its process only
+   * when first used, so one made while another call made one too is dropped unused.
+   */
   protected async forCall(plugin: string, create: () => Promise<H>): Promise<H> {
-    return this.hosts.get(plugin) ?? this.keep(plugin, await create());
+    const running = this.hosts.get(plugin);
+    if (running) return running;
+    const made = await create();
+    return this.hosts.get(plugin) ?? this.keep(plugin, made);
   }
 
   private keep(plugin: string, host: H): H {
