@@ -58,6 +58,10 @@ export async function bundleAll(root) {
         banner: { js: BANNER },
         // Error names and class names in logs stay the ones in the sources.
         keepNames: true,
+        // Without comments and whitespace (names kept) there is a third less for V8 to parse at
+        // every start: 8.4 MB of JavaScript became 5.8 MB (DECISIONLOG.md).
+        minifyWhitespace: true,
+        minifySyntax: true,
         sourcemap: "linked",
         logLevel: "warning",
       });
