@@ -14,8 +14,9 @@
 #      check failed.
 #
 # Needs root (to install and run the engine), Node.js with this repository's npm dependencies
-# installed (tsx, esbuild), git, gcc and zip (the Osaurus check builds its plugin). Port 10567 must be free. E2E_KEEP=1 leaves the stack and its
-# directory as they are at the end, to look into (only with an engine this script did not start).
+# installed (tsx, esbuild), git, gcc and zip (the Osaurus check builds its plugin). Port 10567
+# must be free. E2E_KEEP=1 leaves the stack and its directory as they are at the end, to look into
+# (only with an engine this script did not start).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -207,7 +208,7 @@ model = "gpt-4o-transcribe"
 baseUrl = "http://fake-services:8081/v1"
 EOF
   cat >"$dir/e2e/override.yml" <<'EOF'
-# The end-to-end test's additions: the fake internet services (a file server among them) and a git server.
+# The end-to-end test's additions: the fake internet services (with a file server), a git server.
 services:
   fake-services:
     image: node:22-slim

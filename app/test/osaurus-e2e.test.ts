@@ -2,7 +2,13 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { silentLogger } from "@stavrobot/common";
-import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
+import {
+  serveDirectory,
+  startFakeAnthropic,
+  textTurn,
+  toolTurn,
+  type FakeLlmServer,
+} from "@stavrobot/common/test-support";
 import type { RunningApp } from "../src/app.js";
 import { startApp } from "../src/app.js";
 // The real plugin-runner (its buildServer on port 0) and the Osaurus test plugin, built with gcc.
@@ -16,7 +22,6 @@ import {
 import {
   buildEchoLibrary,
   minisignKeys,
-  serveDirectory,
   skillText,
   zipFiles,
 } from "../../plugin-runner/test/osaurus-fixtures.js";

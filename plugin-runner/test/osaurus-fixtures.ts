@@ -1,8 +1,6 @@
 import { createHash, generateKeyPairSync, sign } from "node:crypto";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
-import type { Server } from "node:http";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -63,25 +61,5 @@ export function minisignKeys(): { publicKey: string; sign(data: Buffer, prehashe
         "",
       ].join("\n");
     },
-  };
-}
-
-/** Serves the files of `dir` on a loopback port (404 for anything else). */
-export async function serveDirectory(dir: string): Promise<{ url: string; close(): Promise<void> }> {
-  const server: Server = createServer((req, res) => {
-    const name = decodeURIComponent((req.url ?? "/").split("?")[0]!.slice(1));
-    const path = join(dir, name);
-    if (name.includes("..") || !readdirSync(dir).includes(name) || !statSync(path).isFile()) {
-      res.writeHead(404).end("not found");
-      return;
-    }
-    res.writeHead(200, { "content-type": "application/zip" }).end(readFileSync(path));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }

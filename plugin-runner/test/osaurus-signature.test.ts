@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestPluginHost } from "./helpers.js";
 import { makeTempRoot, startPluginHost, uniqueName } from "./helpers.js";
-import { buildEchoLibrary, minisignKeys, serveDirectory, zipFiles } from "./osaurus-fixtures.js";
+import { serveDirectory } from "@stavrobot/common/test-support";
+import { buildEchoLibrary, minisignKeys, zipFiles } from "./osaurus-fixtures.js";
 
 /**
  * Osaurus packages with a trusted minisign key configured: a package signed with it (plain `Ed`

@@ -3,7 +3,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { TestPluginHost } from "./helpers.js";
 import { makeTempRoot, sandboxModes, startPluginHost, uniqueName } from "./helpers.js";
-import { buildEchoLibrary, serveDirectory, skillText, zipFiles } from "./osaurus-fixtures.js";
+import { serveDirectory } from "@stavrobot/common/test-support";
+import { buildEchoLibrary, skillText, zipFiles } from "./osaurus-fixtures.js";
 
 /**
  * Osaurus plugins: a C library with the Osaurus ABI, compiled here with gcc (v1 and v2 entry

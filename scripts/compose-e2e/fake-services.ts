@@ -16,11 +16,10 @@
  * URL, as from a download site).
  */
 import { createServer, connect, type Server } from "node:net";
-import { readFile } from "node:fs/promises";
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { basename } from "node:path";
 import {
   startFakeAnthropic,
+  serveDirectory,
   startFakeOpenAiAudio,
   textTurn,
   type FakeTurn,
@@ -111,28 +110,13 @@ function forward(port: number, target: string): Server {
   return server;
 }
 
-/** Serves `/e2e/files/<name>` as `GET /<name>`; nothing outside that folder. */
-function serveFiles(port: number): void {
-  createHttpServer((req, res) => {
-    const name = decodeURIComponent(new URL(req.url ?? "/", "http://localhost").pathname.slice(1));
-    if (req.method !== "GET" || name !== basename(name) || name.startsWith(".")) return send(res, 404, {});
-    readFile(`/e2e/files/${name}`).then(
-      (data) => {
-        res.writeHead(200, { "content-type": "application/octet-stream" });
-        res.end(data);
-      },
-      () => send(res, 404, { error: `no file ${name}` }),
-    );
-  }).listen(port, "0.0.0.0");
-}
-
 async function main(): Promise<void> {
   const model = await startFakeAnthropic();
   model.setResponder(respond);
   const audio = await startFakeOpenAiAudio();
   forward(8080, model.url);
   forward(8081, audio.url);
-  serveFiles(8082);
+  await serveDirectory("/e2e/files", { host: "0.0.0.0", port: 8082 });
 
   const control = createHttpServer((req, res) => {
     void (async () => {

@@ -9,3 +9,4 @@ export * from "./fake-app.js";
 export * from "./service-process.js";
 export * from "./fixtures.js";
 export * from "./json-request.js";
+export * from "./file-server.js";

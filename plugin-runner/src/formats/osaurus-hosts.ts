@@ -8,14 +8,12 @@ import type { Executor } from "../executor.js";
 import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
 import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin } from "../plugins.js";
-import { KeptHosts, requestHost } from "./kept-hosts.js";
+import { KeptHosts, requestHost, type KeptHost } from "./kept-hosts.js";
 
-interface Host {
-  kept: KeptProcess<JsonLines>;
+interface Host extends KeptHost {
   /** What get_manifest answered when the library was loaded. */
   manifest: string;
   abi: number;
-  stamp: string;
 }
 
 /** What a host needs to load a plugin: its directory and its library, relative to it. */

@@ -7,7 +7,7 @@ import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
 import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin } from "../plugins.js";
 import { normaliseToolResponse, responseOutcome, thrownResponse } from "./workbench-result.js";
-import { KeptHosts, requestHost } from "./kept-hosts.js";
+import { KeptHosts, requestHost, type KeptHost } from "./kept-hosts.js";
 
 /** A tool as the host reports it after `register(api)`. */
 export interface HostedTool {
@@ -16,12 +16,10 @@ export interface HostedTool {
   inputSchema?: unknown;
 }
 
-interface Host {
-  kept: KeptProcess<JsonLines>;
+/** Its stamp: the modification times of the plugin's files when its host loaded them. */
+interface Host extends KeptHost {
   tools: HostedTool[];
   skipped: string[];
-  /** The modification times of the plugin's files when its host loaded them. */
-  stamp: string;
 }
 
 const HOST_SCRIPT = "workbench-host.cjs";
