@@ -3,6 +3,8 @@
  * the app), timing how long it takes until an authenticated request is answered.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { basicAuthHeader } from "@stavrobot/common";
 import { freePort } from "@stavrobot/common/test-support";
 import { PASSWORD } from "../test/helpers/app.js";
@@ -20,7 +22,12 @@ export interface RunningProduct {
 
 /** The command `npm start` runs (package.json's "start" script), as argv after `node`. */
 export function startCommand(): string[] {
-  return ["scripts/start.mjs"];
+  const manifest = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as {
+    scripts: { start: string };
+  };
+  const [node, ...args] = manifest.scripts.start.split(/\s+/);
+  if (node !== "node") throw new Error(`npm start does not run node: ${manifest.scripts.start}`);
+  return args;
 }
 
 /** BENCH_CPU_PROF=<dir>: the product's process writes a V8 CPU profile there when it stops. */

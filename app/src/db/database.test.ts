@@ -172,7 +172,7 @@ describe("the embedded database", () => {
     const db = await openPglite(join(dir, "pglite"));
     try {
       const { rows } = await db.query<{ shared_buffers: string }>("SHOW shared_buffers");
-      expect(rows).toEqual([{ shared_buffers: "16MB" }]);
+      expect(rows).toEqual([{ shared_buffers: "4MB" }]);
     } finally {
       await db.close();
       rmSync(dir, { recursive: true, force: true });

@@ -9,10 +9,13 @@ import { DatabaseUnavailableError, untilAborted } from "./unavailable.js";
 
 /**
  * PostgreSQL's default 128 MB of shared buffers are sized for a server with many users; PGlite
- * keeps them in the process's WebAssembly memory, where they made up ~130 MB of the idle app.
- * One person's assistant reads a few MB per turn, and the files stay in the OS page cache anyway.
+ * keeps them in the process's WebAssembly memory, and all of them are resident from the start
+ * whether a page is ever read into them or not (the idle app grows by exactly their size). The
+ * files stay in the OS page cache, so a page not in them is a read from memory all the same: with
+ * 4 MB, a tool turn on a million stored messages and `db_search` over them took the time they
+ * took with 16 MB (DECISIONLOG.md).
  */
-export const PGLITE_SETTINGS = ["-c", "shared_buffers=16MB"];
+export const PGLITE_SETTINGS = ["-c", "shared_buffers=4MB"];
 // PGlite starts PostgreSQL with `-F` (no fsync), and turning it on would change nothing: its file
 // system layer has no fsync and its fdatasync does nothing. Committed writes are in the kernel's
 // page cache when a statement returns (they survive the process's death), not on the disk
