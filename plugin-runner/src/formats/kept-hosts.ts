@@ -1,6 +1,9 @@
-import { ProcessGoneError, TimedOutError, errorMessage } from "@stavrobot/common";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { ProcessGoneError, TimedOutError, errorMessage, writeFileAtomic } from "@stavrobot/common";
 import type { JsonLines, KeptProcess } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
+import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
 import type { RunOutcome } from "../chat-messages.js";
 
 /** What every plugin host is: its kept process and the stamp of the files it loaded. */
@@ -11,6 +14,47 @@ export interface KeptHost {
 
 /** How long a plugin that failed to load is not tried again while its files stay the same. */
 const RETRY_FAILED_MS = 60_000;
+/** How long loading a plugin in its host (its `register(api)`, or its library's entry point) may take. */
+const LOAD_TIMEOUT_MS = 30_000;
+/** The host scripts' texts, each read once. */
+const scripts = new Map<string, string>();
+
+/**
+ * Puts a fresh copy of the runner's host script `name` in the plugin's cache directory, at every
+ * start. The directory is the plugin's: whatever it left at that path (a symlink to a file of the
+ * machine) is replaced by a rename, never written through.
+ */
+export async function placeHostScript(cacheDir: string, name: string): Promise<void> {
+  let text = scripts.get(name);
+  if (text === undefined) {
+    text = await readFile(join(HOST_SCRIPTS_DIR, name), "utf8");
+    scripts.set(name, text);
+  }
+  await writeFileAtomic(join(cacheDir, name), text, undefined, 0o644);
+}
+
+/**
+ * A host's answer to its `load` request. A refusal, an answer that does not come within
+ * LOAD_TIMEOUT_MS or a host that dies meanwhile kills the host and throws "`what` could not be
+ * loaded: …".
+ */
+export async function loadInHost(
+  session: JsonLines,
+  request: Record<string, unknown>,
+  what: string,
+): Promise<Record<string, unknown>> {
+  const timer = setTimeout(() => session.process.kill(), LOAD_TIMEOUT_MS);
+  try {
+    const loaded = await session.request(request);
+    if (loaded.ok !== true) throw new Error(String(loaded.error ?? "it did not load"));
+    return loaded;
+  } catch (error) {
+    session.process.kill();
+    throw new Error(`${what} could not be loaded: ${errorMessage(error)}`, { cause: error });
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * One kept host process per plugin, by name (the Workbench and Osaurus formats): started when the

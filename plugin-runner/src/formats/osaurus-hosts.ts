@@ -2,13 +2,12 @@ import { cp, lstat, readFile, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
-import { JsonLines, KeptProcess, errorMessage, writeFileAtomic } from "@stavrobot/common";
+import { JsonLines, KeptProcess } from "@stavrobot/common";
 import type { Logger, Mount } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
-import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
 import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin } from "../plugins.js";
-import { KeptHosts, requestHost, type KeptHost } from "./kept-hosts.js";
+import { KeptHosts, loadInHost, placeHostScript, requestHost, type KeptHost } from "./kept-hosts.js";
 
 interface Host extends KeptHost {
   /** What get_manifest answered when the library was loaded. */
@@ -25,9 +24,6 @@ export interface OsaurusTarget {
 }
 
 const HOST_SCRIPT = "osaurus-host.cjs";
-let hostScript: string | undefined;
-/** How long loading a library (entry point, `init`, `get_manifest`) may take. */
-const LOAD_TIMEOUT_MS = 30_000;
 /** The plugin's own settings (`config_set`), in its data directory. */
 export const SETTINGS_FILE = "osaurus-settings.json";
 
@@ -120,9 +116,8 @@ export class OsaurusHosts extends KeptHosts<Host> {
         logger,
         start: async () => {
           const prepared = await executor.prepareForRun(plugin.dir, plugin.name);
-          const script = join(prepared.cache, HOST_SCRIPT);
-          hostScript ??= await readFile(join(HOST_SCRIPTS_DIR, HOST_SCRIPT), "utf8");
-          await writeFileAtomic(script, hostScript, undefined, 0o644);
+          await placeHostScript(prepared.cache, HOST_SCRIPT);
+          const secrets = await target.secrets();
           const paths = executor.pluginPaths(plugin, prepared, undefined);
           const dirs = koffiDirs();
           // Read-only, at their own paths (koffi finds its binaries beside itself). Without
@@ -154,23 +149,18 @@ export class OsaurusHosts extends KeptHosts<Host> {
               message: String(message.message).slice(0, 2_000),
             });
           });
-          const timer = setTimeout(() => process.kill(), LOAD_TIMEOUT_MS);
-          try {
-            const loaded = await session.request({
+          const loaded = await loadInHost(
+            session,
+            {
               op: "load",
               library: paths.toSandbox(join(plugin.dir, target.library)),
               settingsFile: `${paths.dataRoot}/${SETTINGS_FILE}`,
-              secrets: await target.secrets(),
-            });
-            if (loaded.ok !== true) throw new Error(String(loaded.error ?? "the library did not load"));
-            host.manifest = typeof loaded.manifest === "string" ? loaded.manifest : "";
-            host.abi = typeof loaded.abi === "number" ? loaded.abi : 1;
-          } catch (error) {
-            process.kill();
-            throw new Error(`the library could not be loaded: ${errorMessage(error)}`, { cause: error });
-          } finally {
-            clearTimeout(timer);
-          }
+              secrets,
+            },
+            "the library",
+          );
+          host.manifest = typeof loaded.manifest === "string" ? loaded.manifest : "";
+          host.abi = typeof loaded.abi === "number" ? loaded.abi : 1;
           return { process, session };
         },
       }),

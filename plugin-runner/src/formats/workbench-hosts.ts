@@ -1,13 +1,12 @@
-import { lstat, readFile } from "node:fs/promises";
+import { lstat } from "node:fs/promises";
 import { join } from "node:path";
-import { JsonLines, KeptProcess, errorMessage, writeFileAtomic } from "@stavrobot/common";
+import { JsonLines, KeptProcess } from "@stavrobot/common";
 import type { Logger } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
-import { HOST_SCRIPTS_DIR } from "../host-scripts.js";
 import type { RunOutcome } from "../chat-messages.js";
 import type { Plugin } from "../plugins.js";
 import { normaliseToolResponse, responseOutcome, thrownResponse } from "./workbench-result.js";
-import { KeptHosts, requestHost, type KeptHost } from "./kept-hosts.js";
+import { KeptHosts, loadInHost, placeHostScript, requestHost, type KeptHost } from "./kept-hosts.js";
 
 /** A tool as the host reports it after `register(api)`. */
 export interface HostedTool {
@@ -23,10 +22,6 @@ interface Host extends KeptHost {
 }
 
 const HOST_SCRIPT = "workbench-host.cjs";
-/** The host script's text, read once. */
-let hostScript: string | undefined;
-/** How long loading a plugin (`register(api)`) may take. */
-const LOAD_TIMEOUT_MS = 30_000;
 
 /**
  * One kept Node process per Workbench plugin, each the host script in the plugin's sandbox: started
@@ -88,11 +83,7 @@ export class WorkbenchHosts extends KeptHosts<Host> {
         logger,
         start: async () => {
           const prepared = await executor.prepareForRun(plugin.dir, plugin.name);
-          // A fresh copy each start, the runner's. The directory is the plugin's: whatever it left at
-          // that path (a symlink to a file of the machine) is replaced by a rename, never written through.
-          const script = join(prepared.cache, HOST_SCRIPT);
-          hostScript ??= await readFile(join(HOST_SCRIPTS_DIR, HOST_SCRIPT), "utf8");
-          await writeFileAtomic(script, hostScript, undefined, 0o644);
+          await placeHostScript(prepared.cache, HOST_SCRIPT);
           const paths = executor.pluginPaths(plugin, prepared, undefined);
           const process = executor.startKept(prepared, paths, {
             command: "node",
@@ -107,18 +98,9 @@ export class WorkbenchHosts extends KeptHosts<Host> {
             host.skipped = strings(message.skipped);
             this.changed(plugin.name);
           });
-          const timer = setTimeout(() => process.kill(), LOAD_TIMEOUT_MS);
-          try {
-            const loaded = await session.request({ op: "load" });
-            if (loaded.ok !== true) throw new Error(String(loaded.error ?? "the plugin did not load"));
-            host.tools = hostedTools(loaded.tools);
-            host.skipped = strings(loaded.skipped);
-          } catch (error) {
-            process.kill();
-            throw new Error(`index.js could not be loaded: ${errorMessage(error)}`, { cause: error });
-          } finally {
-            clearTimeout(timer);
-          }
+          const loaded = await loadInHost(session, { op: "load" }, "index.js");
+          host.tools = hostedTools(loaded.tools);
+          host.skipped = strings(loaded.skipped);
           return { process, session };
         },
       }),
