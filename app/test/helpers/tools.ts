@@ -1,4 +1,7 @@
+import { expect } from "vitest";
+import { textTurn, toolTurn } from "@stavrobot/common/test-support";
 import { LOAD_TOOLS, ON_DEMAND_TOOLS } from "../../src/tools/load-tools.js";
+import { chat, type AppFixture } from "./app.js";
 
 interface ToolDefinition {
   name: string;
@@ -18,4 +21,17 @@ export function offeredTools(body: unknown): string[] {
     (name) => loader?.description?.includes(`${name} (`) && !tools.some((tool) => tool.name === name),
   );
   return [...tools.map((tool) => tool.name), ...loadable];
+}
+
+/** Has the model call one tool, then answer; returns what the tool answered (as the model saw it). */
+export async function callToolThroughChat(
+  t: AppFixture,
+  name: string,
+  input: Record<string, unknown>,
+): Promise<string> {
+  t.fake.enqueue(toolTurn(name, input), textTurn("ok"));
+  const before = t.fake.requests.length;
+  const response = await chat(t.app, `please use ${name}`);
+  expect(response.status).toBe(200);
+  return t.fake.requests[before + 1]?.lastUserText ?? "";
 }
