@@ -3,12 +3,10 @@
  * the app), timing how long it takes until an authenticated request is answered.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { basicAuthHeader } from "@stavrobot/common";
 import { freePort } from "@stavrobot/common/test-support";
 import { PASSWORD } from "../test/helpers/app.js";
-import { repoRoot } from "../test/helpers/process.js";
+import { NPM_START, repoRoot } from "../test/helpers/process.js";
 import { timeUntil } from "./measure.js";
 
 export interface RunningProduct {
@@ -18,16 +16,6 @@ export interface RunningProduct {
   /** From spawn to the first 200 of an authenticated request. */
   startMs: number;
   stop(): Promise<void>;
-}
-
-/** The command `npm start` runs (package.json's "start" script), as argv after `node`. */
-export function startCommand(): string[] {
-  const manifest = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as {
-    scripts: { start: string };
-  };
-  const [node, ...args] = manifest.scripts.start.split(/\s+/);
-  if (node !== "node") throw new Error(`npm start does not run node: ${manifest.scripts.start}`);
-  return args;
 }
 
 /** BENCH_CPU_PROF=<dir>: the product's process writes a V8 CPU profile there when it stops. */
@@ -40,7 +28,7 @@ export async function launchProduct(env: NodeJS.ProcessEnv): Promise<RunningProd
   const port = await freePort();
   const ports = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   const started = performance.now();
-  const child = spawn(process.execPath, [...profileFlags(), ...startCommand()], {
+  const child = spawn(process.execPath, [...profileFlags(), ...NPM_START], {
     cwd: repoRoot,
     env: {
       ...env,
