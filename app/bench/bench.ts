@@ -15,8 +15,9 @@
  *    one holding only the same recent conversation.
  * 5. The plugin-runner's own figures and what run_plugin_tool adds to a spawn.
  * 6. Start while writing: turns on an idle queue with `[queue] startWhileWriting` on and off.
- * 7. First start: `npm start` on an empty embedded database and a later one, time and memory
- *    (`first-start.ts`; BENCH_ONLY=firststart).
+ * 7. First start: `npm start` on an empty embedded database and a later one, time (and of it, the
+ *    copy of the prepared database) and memory, beside the reference's first start scaled by the
+ *    floor (measured here when section 1 did not run) (`first-start.ts`; BENCH_ONLY=firststart).
  *
  * Sections 1, 2 and 6 are in `turns.ts`. BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE, BENCH_SCALE_ROUNDS (9),
  * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing, firststart) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
@@ -50,7 +51,7 @@ import { benchRunPluginTool } from "./plugin-tool.js";
 import { launchProduct } from "./product.js";
 import { DATABASES, environment, type DbKind } from "./setup.js";
 import { firstStart } from "./first-start.js";
-import { startWhileWriting, turnsAndStartUp } from "./turns.js";
+import { floorToolMs, startWhileWriting, turnsAndStartUp } from "./turns.js";
 
 const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
 /**
@@ -403,12 +404,18 @@ const fake = await startFakeAnthropic({ promptCache: false });
 const caching = await startFakeAnthropic();
 const sections: string[][] = [];
 try {
-  if (ONLY.has("turns")) sections.push(await turnsAndStartUp(fake));
+  let floorTool: number | undefined;
+  if (ONLY.has("turns")) {
+    const turns = await turnsAndStartUp(fake);
+    sections.push(turns.rows);
+    floorTool = turns.floorTool;
+  }
   if (ONLY.has("bytes")) sections.push(await bytesToTheModel(caching));
   if (ONLY.has("scale")) sections.push(await historyAtScale(fake));
   if (ONLY.has("plugins")) sections.push(await pluginFigures());
   if (ONLY.has("writing")) sections.push(await startWhileWriting(fake));
-  if (ONLY.has("firststart")) sections.push(await firstStart(fake));
+  if (ONLY.has("firststart"))
+    sections.push(await firstStart(fake, floorTool ?? (await floorToolMs(fake, 3))));
 } finally {
   await fake.close();
   await caching.close();

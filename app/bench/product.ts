@@ -15,6 +15,8 @@ export interface RunningProduct {
   password: string;
   /** From spawn to the first 200 of an authenticated request. */
   startMs: number;
+  /** The last 20,000 characters the product wrote to stderr (its log). */
+  log(): string;
   stop(): Promise<void>;
 }
 
@@ -64,6 +66,7 @@ export async function launchProduct(env: NodeJS.ProcessEnv): Promise<RunningProd
     url,
     password: PASSWORD,
     startMs,
+    log: () => log,
     async stop() {
       kill(child, "SIGTERM");
       await exited;

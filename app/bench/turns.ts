@@ -24,10 +24,16 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const TURNS = Number(process.env.BENCH_TURNS ?? 100);
 /**
  * The reference product's figures from the side-by-side run that set this bench's goals, with the
- * floor measured in that run (4.3–4.7 ms). Absolute times drift between days: the table shows them
- * scaled by this run's floor, in the floor column.
+ * floor measured in that run (4.3–4.7 ms): its first /chat after a start, a start on an existing
+ * database and a first start on an empty embedded one. Absolute times drift between days: the
+ * tables show them scaled by this run's floor.
  */
-const REFERENCE = { floorMs: 4.5, firstChatMs: 69, startMs: 775 };
+const REFERENCE = { floorMs: 4.5, firstChatMs: 69, startMs: 775, firstStartMs: 870 };
+
+/** A reference time (ms) as it would have been on a day whose floor tool turn took `floorTool` ms. */
+export function scaledReference(key: "firstChatMs" | "startMs" | "firstStartMs", floorTool: number): number {
+  return (REFERENCE[key] * floorTool) / REFERENCE.floorMs;
+}
 
 interface RoundFigures {
   tool: number;
@@ -108,7 +114,16 @@ function spread(rounds: RoundFigures[], floors: RoundFigures[], key: "tool" | "e
   return `${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×`;
 }
 
-export async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
+/** The floor's tool turn, median of `rounds` rounds, for a section that measures no floor itself. */
+export async function floorToolMs(fake: FakeLlmServer, rounds: number): Promise<number> {
+  const figures: number[] = [];
+  for (let round = 1; round <= rounds; round++) figures.push((await floorRound(fake)).tool);
+  fake.reset();
+  return median(figures);
+}
+
+/** The turns section's table, and the floor's tool turn it measured (for the sections after it). */
+export async function turnsAndStartUp(fake: FakeLlmServer): Promise<{ rows: string[]; floorTool: number }> {
   const floor: RoundFigures[] = [];
   const product: Record<DbKind, RoundFigures[]> = { postgres: [], pglite: [] };
   for (let round = 1; round <= ROUNDS; round++) {
@@ -120,7 +135,6 @@ export async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
   const pick = (rounds: RoundFigures[], key: keyof RoundFigures) => median(rounds.map((r) => r[key] ?? NaN));
   const floorTool = pick(floor, "tool");
   const floorEcho = pick(floor, "echo");
-  const scaled = (referenceMs: number) => (referenceMs * floorTool) / REFERENCE.floorMs;
   const header = `| figure (median of ${ROUNDS} rounds, ${TURNS} turns each) | floor | ${DATABASES.map((k) => `${k} | ×floor`).join(" | ")} |`;
   const rows = [
     header,
@@ -130,13 +144,13 @@ export async function turnsAndStartUp(fake: FakeLlmServer): Promise<string[]> {
     // Each round's product against the floor measured just before it: how much one round varies.
     `| ×floor per round, tool turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "tool")}`).join(" | ")} |`,
     `| ×floor per round, echo turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "echo")}`).join(" | ")} |`,
-    `| first /chat (tool) sent as soon as a start is answered | reference ≈ ${ms(scaled(REFERENCE.firstChatMs))} | ${DATABASES.map((k) => `${ms(pick(product[k], "firstChat"))} | ${ratio(pick(product[k], "firstChat"), floorTool)}`).join(" | ")} |`,
-    `| start on an existing database → first authenticated 200 | reference ≈ ${ms(scaled(REFERENCE.startMs))} | ${DATABASES.map((k) => `${ms(pick(product[k], "start"))} | `).join(" | ")} |`,
+    `| first /chat (tool) sent as soon as a start is answered | reference ≈ ${ms(scaledReference("firstChatMs", floorTool))} | ${DATABASES.map((k) => `${ms(pick(product[k], "firstChat"))} | ${ratio(pick(product[k], "firstChat"), floorTool)}`).join(" | ")} |`,
+    `| start on an existing database → first authenticated 200 | reference ≈ ${ms(scaledReference("startMs", floorTool))} | ${DATABASES.map((k) => `${ms(pick(product[k], "start"))} | `).join(" | ")} |`,
     `| idle RSS, launcher + app process | — | ${DATABASES.map((k) => `${pick(product[k], "rssApp").toFixed(0)} MB | `).join(" | ")} |`,
     `| idle RSS, every process of \`npm start\` (sum) | — | ${DATABASES.map((k) => `${pick(product[k], "rssAll").toFixed(0)} MB | `).join(" | ")} |`,
     `| idle PSS, every process of \`npm start\` (shared pages once) | — | ${DATABASES.map((k) => `${pick(product[k], "pssAll").toFixed(0)} MB | `).join(" | ")} |`,
   ];
-  return rows;
+  return { rows, floorTool };
 }
 
 /** Turns of one start of the product with `[queue] startWhileWriting` set as given. */
