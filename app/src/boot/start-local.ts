@@ -24,6 +24,7 @@ import { findFile } from "./files.js";
 import { mayAskFirstRun, runFirstRun } from "./first-run.js";
 import type { OwnSiblings } from "../local/own-sibling.js";
 import { refusePortsInUse, type PortClaim } from "../local/ports.js";
+import { loadPglite, usesServer } from "../db/pglite-load.js";
 
 /** A sibling's loopback port: the app is told where it is, so "any free port" (0) will not do. */
 const port = (fallback: number) => z.coerce.number().int().min(1).max(65535).default(fallback);
@@ -227,6 +228,9 @@ const stopSiblings = async () => {
   await Promise.all(siblings.map((sibling) => sibling.stop()));
 };
 // The app's own modules (most of this bundle) load while the siblings start: imported only now.
+// Meanwhile, the embedded database's WebAssembly is read and compiled (the app awaits it, and
+// answers its failure).
+if (!usesServer(env)) loadPglite().catch(() => undefined);
 const app: Promise<RunningApp> = import("./run.js").then(({ main }) =>
   main(
     {

@@ -1,10 +1,11 @@
 import pg from "pg";
 import { openPglite } from "./pglite.js";
+import { usesServer } from "./pglite-load.js";
 import { DatabaseUnavailableError, isDatabaseUnavailable, untilAborted } from "./unavailable.js";
 import type { Logger } from "@stavrobot/common";
 import { setTimeout as sleep } from "node:timers/promises";
 
-export { DatabaseUnavailableError, isDatabaseUnavailable };
+export { DatabaseUnavailableError, isDatabaseUnavailable, usesServer };
 export type {
   Database,
   EmbeddedFiles,
@@ -38,10 +39,6 @@ export interface DatabaseOptions {
   env: NodeJS.ProcessEnv;
   dataDir: string;
   logger: Logger;
-}
-
-export function usesServer(env: NodeJS.ProcessEnv): boolean {
-  return Boolean(env.DATABASE_URL || env.PGHOST || env.PGDATABASE);
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {

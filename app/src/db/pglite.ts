@@ -1,9 +1,9 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { setFlagsFromString } from "node:v8";
 import type { PGlite, parse as pgliteParse, protocol as pgliteProtocol } from "@electric-sql/pglite";
 import { StartRefused, type Logger } from "@stavrobot/common";
 import { ensureEmbeddedDatabase, defaultTemplateDir } from "./pglite-create.js";
+import { loadPglite } from "./pglite-load.js";
 import type { Database, QueryOptions, QueryResult, TextParsers } from "./types.js";
 import { DatabaseUnavailableError, untilAborted } from "./unavailable.js";
 
@@ -127,19 +127,6 @@ function parserOptions(options: QueryOptions | undefined): { parsers: TextParser
   return options?.parsers ? { parsers: options.parsers } : undefined;
 }
 
-/**
- * How V8 compiles PGlite's WebAssembly (~14,000 functions). Read when a compile starts, so they
- * are set before PGlite is loaded.
- * - One background thread instead of one per core: each thread's allocator kept its share of the
- *   compiler's memory after the compile (20–40 MB of the idle app), and one compiles it as fast.
- * - Only the baseline compiler (Liftoff), never the optimising one (TurboFan): what it optimised
- *   stayed in the process as code and compile memory (25–40 MB of the idle app, 35 MB of its
- *   peak), and on two cores its compiles competed with the start and the first turns. Statements
- *   run ~12% slower in a long loop of them, but a turn was no slower and the first `/chat` after a
- *   start twice as fast in the bench (DECISIONLOG.md).
- */
-const WASM_COMPILE_FLAGS = "--wasm-num-compilation-tasks=1 --liftoff-only";
-
 export interface PgliteOptions {
   /** Where prepared databases are kept (PGLITE_TEMPLATE_DIR; default: node_modules' cache). */
   templateDir?: string;
@@ -152,6 +139,8 @@ export interface PgliteOptions {
  * from a prepared, migrated database, or made in a short-lived process (pglite-create.ts).
  */
 export async function openPglite(dataDir: string, options: PgliteOptions = {}): Promise<Database> {
+  // Loaded while the database is made (a failure is the open's, below, not an unhandled one).
+  loadPglite().catch(() => undefined);
   await ensureEmbeddedDatabase(dataDir, {
     templateDir: options.templateDir ?? defaultTemplateDir(),
     logger: options.logger,
@@ -167,8 +156,8 @@ const STDERR_LINES = 8;
  * directory holds none (only the short-lived creating process should let it).
  */
 export async function openPgliteHere(dataDir: string): Promise<Database> {
-  setFlagsFromString(WASM_COMPILE_FLAGS);
-  const { PGlite, protocol, parse } = await import("@electric-sql/pglite");
+  const { library, wasmModule } = await loadPglite();
+  const { PGlite, protocol, parse } = library;
   mkdirSync(dataDir, { recursive: true });
   // PostgreSQL writes it as it starts; a start that fails must not leave it (it says "in use").
   const pidFile = join(dataDir, "postmaster.pid");
@@ -176,6 +165,7 @@ export async function openPgliteHere(dataDir: string): Promise<Database> {
   const stderr: string[] = [];
   const lite = await PGlite.create(dataDir, {
     startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS],
+    pgliteWasmModule: wasmModule,
     onStderr: (line: string) => {
       stderr.push(line);
       if (stderr.length > STDERR_LINES) stderr.shift();
