@@ -13,12 +13,12 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { constants, existsSync, readFileSync } from "node:fs";
 import { copyFile, mkdir, mkdtemp, open, readFile, readdir, rename, rm, rmdir } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "@stavrobot/common";
 import { APP_LAYOUT } from "../boot/app-dir.js";
 import { migrations } from "./migrations.js";
+import { pgliteBuildDir } from "./pglite-load.js";
 
 export interface EnsureOptions {
   /** Where prepared databases are kept; made when missing. */
@@ -156,9 +156,7 @@ export async function preparedDatabase(templateDir: string): Promise<string> {
 
 /** The PGlite version and a digest of the migrations and settings a prepared database was made with. */
 export function templateKey(): string {
-  const require = createRequire(import.meta.url);
-  const entry = require.resolve("@electric-sql/pglite");
-  const manifest = JSON.parse(readFileSync(join(dirname(entry), "..", "package.json"), "utf8")) as {
+  const manifest = JSON.parse(readFileSync(join(pgliteBuildDir(), "..", "package.json"), "utf8")) as {
     version: string;
   };
   const digest = createHash("sha256").update(JSON.stringify(migrations)).digest("hex").slice(0, 16);

@@ -45,17 +45,19 @@ export function usesServer(env: NodeJS.ProcessEnv): boolean {
   return Boolean(env.DATABASE_URL || env.PGHOST || env.PGDATABASE);
 }
 
+/** PGlite's built files: its entry, `pglite.wasm` beside it, its package.json one level up. */
+export function pgliteBuildDir(): string {
+  return dirname(createRequire(import.meta.url).resolve("@electric-sql/pglite"));
+}
+
 let loading: Promise<LoadedPglite> | undefined;
 
 /** PGlite, loaded on the first call; every later call gets the same load (and its failure). */
 export function loadPglite(): Promise<LoadedPglite> {
   return (loading ??= (async () => {
     setFlagsFromString(WASM_COMPILE_FLAGS);
-    // Beside the library's entry, where PGlite itself reads it from.
-    const wasmFile = join(
-      dirname(createRequire(import.meta.url).resolve("@electric-sql/pglite")),
-      "pglite.wasm",
-    );
+    // Where PGlite itself reads it from.
+    const wasmFile = join(pgliteBuildDir(), "pglite.wasm");
     const [library, bytes] = await Promise.all([importLibrary(), readFile(wasmFile)]);
     return { library, wasmModule: await wasm.compile(bytes) };
   })());
