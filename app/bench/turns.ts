@@ -1,9 +1,13 @@
 /**
- * Sections 1 and 2 of `npm run bench`: turns against a floor, start-up, memory; and the turn of a
- * message sent to an idle queue with and without starting it while its inbox row is written.
+ * Sections 1 and 2 of `npm run bench`: turns against two floors (a bare agent, and one that keeps
+ * the product's conversation), start-up, memory; and the turn of a message sent to an idle queue
+ * with and without starting it while its inbox row is written.
  */
 import { spawn } from "node:child_process";
-import type { FakeLlmServer } from "@stavrobot/common/test-support";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { FakeLlmServer, RecordedRequest } from "@stavrobot/common/test-support";
 import { configFor } from "../test/helpers/app.js";
 import { repoRoot } from "../test/helpers/process.js";
 import {
@@ -43,12 +47,42 @@ interface RoundFigures {
   rssApp?: number;
   rssAll?: number;
   pssAll?: number;
+  /** The size of the last request of the timed tool turns (the history grows turn by turn). */
+  toolRequestBytes?: number;
 }
 
-async function floorRound(fake: FakeLlmServer): Promise<RoundFigures> {
+/**
+ * Watches the requests a round sends: the first one's system prompt and tools (what the
+ * conversation floor is given) and the size of the latest one.
+ */
+class RequestWatch {
+  first: { system: string; tools: unknown[] } | undefined;
+  lastBytes = NaN;
+
+  observe = (request: RecordedRequest): void => {
+    this.lastBytes = Number(request.headers["content-length"]);
+    if (this.first) return;
+    const body = request.body as { system?: string | { text: string }[]; tools?: unknown[] };
+    const system = Array.isArray(body.system)
+      ? body.system.map((block) => block.text).join("\n\n")
+      : body.system;
+    this.first = { system: system ?? "", tools: body.tools ?? [] };
+  };
+}
+
+/**
+ * One round of the floor: the bare one, or (with `conversationFile`) the one that keeps the
+ * product's conversation, starting it with the product's own first message.
+ */
+async function floorRound(fake: FakeLlmServer, conversationFile?: string): Promise<RoundFigures> {
   const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", "app/bench/floor.ts"], {
     cwd: repoRoot,
-    env: { ...process.env, FLOOR_MODEL_URL: fake.url, PORT: "0" },
+    env: {
+      ...process.env,
+      FLOOR_MODEL_URL: fake.url,
+      PORT: "0",
+      ...(conversationFile && { FLOOR_CONVERSATION: conversationFile }),
+    },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const port = await new Promise<number>((resolve, reject) => {
@@ -57,19 +91,22 @@ async function floorRound(fake: FakeLlmServer): Promise<RoundFigures> {
   });
   try {
     const target: ChatTarget = { url: `http://127.0.0.1:${port}` };
-    scriptTurns(fake);
+    const watch = new RequestWatch();
+    scriptTurns(fake, watch.observe);
+    if (conversationFile) await postChat(target, "tool first");
     const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
+    const toolRequestBytes = watch.lastBytes;
     const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
-    return { tool, echo };
+    return { tool, echo, toolRequestBytes };
   } finally {
     child.kill("SIGTERM");
   }
 }
 
-async function productRound(fake: FakeLlmServer, kind: DbKind): Promise<RoundFigures> {
+async function productRound(fake: FakeLlmServer, kind: DbKind, watch: RequestWatch): Promise<RoundFigures> {
   const env = await environment(kind, configFor(fake));
   try {
-    scriptTurns(fake);
+    scriptTurns(fake, watch.observe);
     // The first start creates the database; the ones measured start on an existing one: one for
     // the first /chat sent as soon as the start is answered, and the turns; one left idle for memory.
     await (await launchProduct(env.env)).stop();
@@ -90,10 +127,12 @@ async function productRound(fake: FakeLlmServer, kind: DbKind): Promise<RoundFig
       if (answer.response !== "done") throw new Error(`unexpected first answer: ${answer.response}`);
       // The app is the launcher's child (the launcher runs it in-process): own = launcher + app.
       const tool = percentile(await timeTurns(target, "tool", TURNS), 50);
+      const toolRequestBytes = watch.lastBytes;
       const echo = percentile(await timeTurns(target, "echo", TURNS), 50);
       return {
         tool,
         echo,
+        toolRequestBytes,
         firstChat,
         start: median([idle.startMs, product.startMs]),
         rssApp: rss.own,
@@ -125,16 +164,29 @@ export async function floorToolMs(fake: FakeLlmServer, rounds: number): Promise<
 /** The turns section's table, and the floor's tool turn it measured (for the sections after it). */
 export async function turnsAndStartUp(fake: FakeLlmServer): Promise<{ rows: string[]; floorTool: number }> {
   const floor: RoundFigures[] = [];
+  const conversationFloor: RoundFigures[] = [];
   const product: Record<DbKind, RoundFigures[]> = { postgres: [], pglite: [] };
-  for (let round = 1; round <= ROUNDS; round++) {
-    process.stderr.write(`bench: turns, round ${round}/${ROUNDS}\n`);
-    floor.push(await floorRound(fake));
-    for (const kind of DATABASES) product[kind].push(await productRound(fake, kind));
-    fake.reset();
+  const dir = mkdtempSync(join(tmpdir(), "stavrobot-bench-floor-"));
+  try {
+    for (let round = 1; round <= ROUNDS; round++) {
+      process.stderr.write(`bench: turns, round ${round}/${ROUNDS}\n`);
+      floor.push(await floorRound(fake));
+      const watch = new RequestWatch();
+      for (const kind of DATABASES) product[kind].push(await productRound(fake, kind, watch));
+      const conversationFile = join(dir, "conversation.json");
+      writeFileSync(conversationFile, JSON.stringify(watch.first));
+      conversationFloor.push(await floorRound(fake, conversationFile));
+      fake.reset();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
   const pick = (rounds: RoundFigures[], key: keyof RoundFigures) => median(rounds.map((r) => r[key] ?? NaN));
   const floorTool = pick(floor, "tool");
   const floorEcho = pick(floor, "echo");
+  const withConversation = (key: "tool" | "echo") =>
+    `| ${ms(pick(conversationFloor, key))} | ${DATABASES.map((k) => `${ms(pick(product[k], key))} | ${ratio(pick(product[k], key), pick(conversationFloor, key))}`).join(" | ")} |`;
+  const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KB`;
   const header = `| figure (median of ${ROUNDS} rounds, ${TURNS} turns each) | floor | ${DATABASES.map((k) => `${k} | ×floor`).join(" | ")} |`;
   const rows = [
     header,
@@ -144,6 +196,12 @@ export async function turnsAndStartUp(fake: FakeLlmServer): Promise<{ rows: stri
     // Each round's product against the floor measured just before it: how much one round varies.
     `| ×floor per round, tool turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "tool")}`).join(" | ")} |`,
     `| ×floor per round, echo turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], floor, "echo")}`).join(" | ")} |`,
+    // The same turns against a floor that sends what the product sends: what is left is what the
+    // product does besides the model's requests (the database, the queue, authentication).
+    `| floor keeping the product's conversation (its prompt, tools, history): tool turn, p50 ${withConversation("tool")}`,
+    `| floor keeping the product's conversation: echo turn, p50 ${withConversation("echo")}`,
+    `| ×conversation floor per round, tool turn (lowest–highest) | — | ${DATABASES.map((k) => ` | ${spread(product[k], conversationFloor, "tool")}`).join(" | ")} |`,
+    `| size of the last tool turn's request (bare floor; conversation floor) | ${kb(pick(floor, "toolRequestBytes"))}; ${kb(pick(conversationFloor, "toolRequestBytes"))} | ${DATABASES.map((k) => `${kb(pick(product[k], "toolRequestBytes"))} | `).join(" | ")} |`,
     `| first /chat (tool) sent as soon as a start is answered | reference ≈ ${ms(scaledReference("firstChatMs", floorTool))} | ${DATABASES.map((k) => `${ms(pick(product[k], "firstChat"))} | ${ratio(pick(product[k], "firstChat"), floorTool)}`).join(" | ")} |`,
     `| start on an existing database → first authenticated 200 | reference ≈ ${ms(scaledReference("startMs", floorTool))} | ${DATABASES.map((k) => `${ms(pick(product[k], "start"))} | `).join(" | ")} |`,
     `| idle RSS, launcher + app process | — | ${DATABASES.map((k) => `${pick(product[k], "rssApp").toFixed(0)} MB | `).join(" | ")} |`,
