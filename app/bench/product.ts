@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { basicAuthHeader } from "@stavrobot/common";
 import { freePort } from "@stavrobot/common/test-support";
 import { PASSWORD } from "../test/helpers/app.js";
-import { NPM_START, repoRoot } from "../test/helpers/process.js";
+import { NPM_START, NPM_START_ENV, repoRoot } from "../test/helpers/process.js";
 import { timeUntil } from "./measure.js";
 
 export interface RunningProduct {
@@ -34,6 +34,7 @@ export async function launchProduct(env: NodeJS.ProcessEnv): Promise<RunningProd
     cwd: repoRoot,
     env: {
       ...env,
+      ...NPM_START_ENV,
       PORT: String(port),
       INTERNAL_PORT: String(ports[0]),
       PLUGIN_RUNNER_PORT: String(ports[1]),

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { repoRoot } from "./helpers/process.js";
+import { NPM_START_ENV, repoRoot } from "./helpers/process.js";
 
 /** Seconds of a compose duration such as `2s`, `1m30s` or `1h`. */
 function seconds(duration: string): number {
@@ -38,5 +38,14 @@ describe("docker-compose.yml", () => {
             `${file}: ${target}`,
           ).toBe(false);
     }
+  });
+});
+
+describe("the app's image", () => {
+  it("gives the C allocator the settings `npm start` gives it", () => {
+    const dockerfile = readFileSync(join(repoRoot, "app/Dockerfile"), "utf8");
+    const variables = Object.keys(NPM_START_ENV).filter((name) => name.startsWith("MALLOC_"));
+    expect(variables).toContain("MALLOC_TRIM_THRESHOLD_");
+    for (const name of variables) expect(dockerfile).toContain(`${name}=${NPM_START_ENV[name]}`);
   });
 });

@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { vi } from "vitest";
 import { freePort } from "@stavrobot/common/test-support";
@@ -28,6 +30,24 @@ export const LAUNCHER_FROM_SOURCES = [
 ];
 /** `npm start` itself (package.json's "start" script): bundles when needed, runs the bundles. */
 export const NPM_START = ["scripts/start.mjs"];
+/**
+ * The variables that script sets before node starts (the C allocator reads its settings when the
+ * process begins, so the launcher cannot set them itself): whatever runs NPM_START sets them too.
+ */
+export const NPM_START_ENV: Record<string, string> = startScriptVariables();
+
+function startScriptVariables(): Record<string, string> {
+  const manifest = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as {
+    scripts: { start: string };
+  };
+  const assignments = /^((?:\w+=\S+\s+)*)node /.exec(manifest.scripts.start)?.[1] ?? "";
+  return Object.fromEntries(
+    assignments
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((assignment) => assignment.split("=", 2) as [string, string]),
+  );
+}
 
 /** Runs the launcher `npm start` runs, as a separate process, and waits for /health. */
 export async function startAppProcess(
@@ -45,6 +65,7 @@ export async function startAppProcess(
     cwd: repoRoot,
     env: {
       ...env,
+      ...(command === NPM_START && NPM_START_ENV),
       PORT: String(port),
       INTERNAL_PORT: String(internalPort),
       PLUGIN_RUNNER_PORT: String(runnerPort),
