@@ -1,11 +1,35 @@
 import { connect as connectTcp, createServer, type Server, type Socket } from "node:net";
 
-/** A loopback port that was free a moment ago (connecting to it is refused until someone binds it). */
-export function freePort(): Promise<number> {
+/**
+ * Where `freePort` draws from: below the kernel's ephemeral ports (32768 and up on Linux, 49152 on
+ * macOS), which it hands to every `listen(0)` and every outgoing connection.
+ */
+export const FREE_PORT_RANGE = { low: 10_000, high: 32_767 };
+
+/**
+ * A loopback port that was free a moment ago (connecting to it is refused until someone binds it),
+ * for a service a test starts later. Drawn at random below the ephemeral ports and checked by
+ * binding it: a port the kernel handed out and took back could be handed to any of the many
+ * connections parallel tests open before the service listens on it (seen as EADDRINUSE), and one
+ * drawn here can only be taken by another draw that picks the same one.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port =
+      FREE_PORT_RANGE.low + Math.floor(Math.random() * (FREE_PORT_RANGE.high - FREE_PORT_RANGE.low + 1));
+    if ((await listenOnce(port)) === port) return port;
+  }
+  return listenOnce(0);
+}
+
+/** Binds `port` (0: any) on loopback and lets it go; the port bound, or 0 when it was taken. */
+function listenOnce(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
+    server.once("error", (error: NodeJS.ErrnoException) =>
+      error.code === "EADDRINUSE" || error.code === "EACCES" ? resolve(0) : reject(error),
+    );
+    server.listen(port, "127.0.0.1", () => {
       const address = server.address();
       server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
     });
