@@ -92,6 +92,8 @@ describe("the REPL prints reminders as they fire", () => {
     );
     expect(out.match(/Water the plants now\./g)).toHaveLength(1);
     expect(ownerTexts(t.fake.requests).at(-1)).toMatch(/\nText: are you there\?$/);
+    // The reminder was shown here, and the reply was received: nothing is left for a later console.
+    await vi.waitFor(async () => expect(await pending(t.app)).toEqual([]), WAIT);
     await end(repl);
     expect(repl.stderr()).toBe("");
   });
@@ -99,7 +101,14 @@ describe("the REPL prints reminders as they fire", () => {
   it("shows what fired while it was closed when it opens", async () => {
     t.fake.reset();
     await setReminder(t, "call the bank", () => textTurn("Call the bank before noon."));
-    await vi.waitFor(async () => expect(await pending(t.app)).toHaveLength(1), WAIT);
+    // Only the firing: on a failure the diff shows whatever else was left unseen, and where from.
+    await vi.waitFor(
+      async () =>
+        expect(await pending(t.app)).toEqual([
+          expect.objectContaining({ title: "call the bank", response: "Call the bank before noon." }),
+        ]),
+      WAIT,
+    );
     const repl = track(asProcess([], env()));
     await vi.waitFor(() => expect(repl.stdout()).toMatch(/Ctrl-D exits\.\n> $/), WAIT);
     expect(repl.stdout()).toMatch(
