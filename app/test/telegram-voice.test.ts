@@ -12,7 +12,7 @@ import {
   type FakeTelegram,
 } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../src/app.js";
-import { configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { configFor, createTestEnv, quiet, type TestEnv } from "./helpers/app.js";
 
 /**
  * Speech to text of Telegram voice notes: the real webhook, getFile from a fake Bot API, and the
@@ -57,17 +57,7 @@ afterAll(async () => {
 /** Delivers an update and waits until its turn is over and its answer sent. */
 async function deliver(update: object): Promise<void> {
   expect(await telegram.deliverUpdate(update)).toEqual({ status: 200, body: { ok: true } });
-  await vi.waitFor(
-    async () => {
-      await app.queue.idle();
-      const open = await app.db.query(
-        `SELECT 1 FROM inbox WHERE status IN ('pending', 'processing')
-         UNION ALL SELECT 1 FROM deliveries WHERE status = 'pending'`,
-      );
-      expect(open.rows).toHaveLength(0);
-    },
-    { timeout: 20_000 },
-  );
+  await quiet(app);
 }
 
 describe("a Telegram voice note with [stt] configured", () => {

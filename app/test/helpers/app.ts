@@ -2,7 +2,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { basicAuthHeader, silentLogger } from "@stavrobot/common";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, expect, vi } from "vitest";
 import { startFakeAnthropic, startFakeOpenAI, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../../src/app.js";
 import { createTestDatabase, type TestDatabase } from "./db.js";
@@ -92,6 +92,35 @@ export async function post(
 
 export const chat = (app: RunningApp, message: string): Promise<ChatCall> =>
   post(app.port, "/chat", { message, source: "cli" });
+
+/** A JSON PUT with the owner's password; unlike `post`, it fails on an answer that is not JSON. */
+export async function put(
+  port: number,
+  path: string,
+  body: unknown,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method: "PUT",
+    headers: { "Content-Type": "application/json", Authorization: basicAuthHeader(PASSWORD) },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+/** Waits until no turn runs or waits and the outbox has sent everything it holds. */
+export async function quiet(app: RunningApp): Promise<void> {
+  await vi.waitFor(
+    async () => {
+      await app.queue.idle();
+      const open = await app.db.query(
+        `SELECT 1 FROM inbox WHERE status IN ('pending', 'processing')
+         UNION ALL SELECT 1 FROM deliveries WHERE status = 'pending'`,
+      );
+      expect(open.rows).toHaveLength(0);
+    },
+    { timeout: 20_000 },
+  );
+}
 
 export interface AppFixture {
   fake: FakeLlmServer;
