@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { NPM_START_ENV, repoRoot } from "./helpers/process.js";
+import { NPM_START, NPM_START_ENV, repoRoot } from "./helpers/process.js";
 
 /** Seconds of a compose duration such as `2s`, `1m30s` or `1h`. */
 function seconds(duration: string): number {
@@ -47,5 +47,13 @@ describe("the app's image", () => {
     const variables = Object.keys(NPM_START_ENV).filter((name) => name.startsWith("MALLOC_"));
     expect(variables).toContain("MALLOC_TRIM_THRESHOLD_");
     for (const name of variables) expect(dockerfile).toContain(`${name}=${NPM_START_ENV[name]}`);
+  });
+
+  it("runs node with the flags `npm start` runs it with", () => {
+    const dockerfile = readFileSync(join(repoRoot, "app/Dockerfile"), "utf8");
+    const flags = NPM_START.filter((arg) => arg.startsWith("--"));
+    expect(flags).toContain("--max-semi-space-size=2");
+    const command = /^CMD (\[.*\])$/m.exec(dockerfile)?.[1];
+    expect(JSON.parse(command ?? "[]")).toEqual(["node", ...flags, "app/dist/boot/main.js"]);
   });
 });

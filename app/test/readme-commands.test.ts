@@ -32,7 +32,7 @@ const COMMANDS: Record<string, Entry> = {
   "npm install && npm start": {
     runBy: [
       { file: ".ci/run", evidence: "npm ci --no-audit --no-fund" },
-      { file: "app/test/helpers/process.ts", evidence: 'NPM_START = ["scripts/start.mjs"]' },
+      { file: "app/test/helpers/process.ts", evidence: "NPM_START: string[] = startScript.args" },
       { file: "app/test/startup.test.ts", evidence: "startAppProcess(testEnv.env, 120_000, NPM_START)" },
     ],
     npmScript: { name: "start", runs: "scripts/start.mjs" },

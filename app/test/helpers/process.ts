@@ -28,25 +28,30 @@ export const LAUNCHER_FROM_SOURCES = [
   "tsx",
   "app/src/boot/start-local.ts",
 ];
+/** package.json's "start" script: the variables it sets, and node's arguments (its flags, the script). */
+const startScript = parseStartScript();
 /** `npm start` itself (package.json's "start" script): bundles when needed, runs the bundles. */
-export const NPM_START = ["scripts/start.mjs"];
+export const NPM_START: string[] = startScript.args;
 /**
  * The variables that script sets before node starts (the C allocator reads its settings when the
  * process begins, so the launcher cannot set them itself): whatever runs NPM_START sets them too.
  */
-export const NPM_START_ENV: Record<string, string> = startScriptVariables();
+export const NPM_START_ENV: Record<string, string> = startScript.env;
 
-function startScriptVariables(): Record<string, string> {
+function parseStartScript(): { env: Record<string, string>; args: string[] } {
   const manifest = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as {
     scripts: { start: string };
   };
-  const assignments = /^((?:\w+=\S+\s+)*)node /.exec(manifest.scripts.start)?.[1] ?? "";
-  return Object.fromEntries(
-    assignments
-      .split(/\s+/)
-      .filter(Boolean)
-      .map((assignment) => assignment.split("=", 2) as [string, string]),
-  );
+  const match = /^((?:\w+=\S+\s+)*)node\s+(.+)$/.exec(manifest.scripts.start);
+  if (!match)
+    throw new Error(`package.json's start script is not "VAR=value ... node ...": ${manifest.scripts.start}`);
+  const words = (text: string) => text.split(/\s+/).filter(Boolean);
+  return {
+    env: Object.fromEntries(
+      words(match[1] ?? "").map((assignment) => assignment.split("=", 2) as [string, string]),
+    ),
+    args: words(match[2] as string),
+  };
 }
 
 /** Runs the launcher `npm start` runs, as a separate process, and waits for /health. */
