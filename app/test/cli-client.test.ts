@@ -20,7 +20,7 @@ import {
   type FakeAppReply,
 } from "@stavrobot/common/test-support";
 import { runClient } from "../src/cli/client.js";
-import { INTERNAL_SECRET, PASSWORD as APP_PASSWORD, useTestApp } from "./helpers/app.js";
+import { PASSWORD as APP_PASSWORD, useTestApp, handOver } from "./helpers/app.js";
 import { REPO_ROOT, asProcess, type Session } from "./helpers/cli.js";
 
 const PASSWORD = "cli-test-password";
@@ -326,14 +326,9 @@ describe("CLI client against the real app: answers kept while no terminal was op
   it("shows them when a session starts, once", async () => {
     // A plugin's result arrives while nobody is at a terminal, and the owner has no push channel.
     t.fake.enqueue(textTurn("Your backup finished: 3 GB."));
-    const response = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Authorization: `Bearer ${INTERNAL_SECRET}`,
-        Prefer: "respond-async",
-      },
-      body: JSON.stringify({ source: "plugin:backup/run", message: 'The run of tool "run" returned: 3 GB' }),
+    const response = await handOver(t.app, {
+      source: "plugin:backup/run",
+      message: 'The run of tool "run" returned: 3 GB',
     });
     expect(response.status).toBe(202);
     await vi.waitFor(async () => {

@@ -2,7 +2,6 @@ import { describe, expect, it, vi } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeTurn } from "@stavrobot/common/test-support";
 import {
-  INTERNAL_SECRET,
   PASSWORD,
   chat,
   configFor,
@@ -11,6 +10,7 @@ import {
   startTestApp,
   useTestApp,
   type AppFixture,
+  handOver,
 } from "./helpers/app.js";
 import { openEventStream, type EventStreamClient } from "./helpers/event-stream.js";
 
@@ -179,15 +179,7 @@ describe("GET /api/events: reminders reach an owner who has no Telegram or Signa
     await stream.first("ready");
     t.fake.setResponder(undefined);
     t.fake.enqueue(textTurn(text));
-    const accepted = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Authorization: `Bearer ${INTERNAL_SECRET}`,
-        Prefer: "respond-async",
-      },
-      body: JSON.stringify({ source, message }),
-    });
+    const accepted = await handOver(t.app, { source, message });
     expect(accepted.status).toBe(202);
     const [answer] = await stream.until(() => {
       const answers = stream.of("answer");

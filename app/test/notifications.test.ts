@@ -11,6 +11,7 @@ import {
   post,
   startTestApp,
   type TestEnv,
+  handOver,
 } from "./helpers/app.js";
 import { openEventStream } from "./helpers/event-stream.js";
 import { raw } from "./helpers/http.js";
@@ -133,17 +134,9 @@ describe("notifications", () => {
   it("name a plugin's result by its tool, not by the text the model reads", async () => {
     fake.setResponder(undefined);
     fake.enqueue(textTurn("The radar shows rain at 5."));
-    const accepted = await fetch(`http://127.0.0.1:${app.internalPort}/chat`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Authorization: `Bearer ${INTERNAL_SECRET}`,
-        Prefer: "respond-async",
-      },
-      body: JSON.stringify({
-        source: "plugin:weather",
-        pluginResult: { plugin: "weather", tool: "radar", outcome: { success: true, output: "rain" } },
-      }),
+    const accepted = await handOver(app, {
+      source: "plugin:weather",
+      pluginResult: { plugin: "weather", tool: "radar", outcome: { success: true, output: "rain" } },
     });
     expect(accepted.status).toBe(202);
     const [kept] = await vi.waitFor(

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { basicAuthHeader, silentLogger } from "@stavrobot/common";
 import {
   FAKE_TELEGRAM_TOKEN,
@@ -15,7 +15,7 @@ import {
   type RecordedRequest,
 } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../src/app.js";
-import { PASSWORD, chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { PASSWORD, chat, configFor, createTestEnv, quiet, type TestEnv } from "./helpers/app.js";
 import { offeredTools } from "./helpers/tools.js";
 
 /* People who are not the owner, through the real Telegram webhook and Bot API (faked on the wire). */
@@ -78,26 +78,12 @@ function shown(chatId: number, from = 0): string[] {
     .map((sent) => parseTelegramHtml(String(sent.params.text ?? "")));
 }
 
-async function quiet(): Promise<void> {
-  await vi.waitFor(
-    async () => {
-      await app.queue.idle();
-      const open = await app.db.query(
-        `SELECT 1 FROM inbox WHERE status IN ('pending', 'processing')
-         UNION ALL SELECT 1 FROM deliveries WHERE status = 'pending'`,
-      );
-      expect(open.rows).toHaveLength(0);
-    },
-    { timeout: 20_000 },
-  );
-}
-
-beforeEach(quiet);
+beforeEach(() => quiet(app));
 
 async function deliver(chatId: number, text: string): Promise<void> {
   const answer = await telegram.deliverUpdate(telegram.textUpdate(chatId, text));
   expect(answer).toEqual({ status: 200, body: { ok: true } });
-  await quiet();
+  await quiet(app);
 }
 
 const systemOf = (request: RecordedRequest | undefined): string => JSON.stringify(request?.body.system);
@@ -222,7 +208,7 @@ describe("a contact with a subagent", () => {
     fake.enqueue(textTurn("Lovely."));
     const answer = await telegram.deliverUpdate(telegram.photoUpdate(FRIEND, ["friend-photo"], "look"));
     expect(answer.status).toBe(200);
-    await quiet();
+    await quiet(app);
     const request = fake.requests[calls];
     expect(systemOf(request)).toContain("You keep Friend company.");
     expect(JSON.stringify(request?.body.messages)).toContain(photo.toString("base64"));
@@ -300,7 +286,7 @@ describe("agents writing to each other", () => {
       textTurn("Your helper asked Friend about dinner."),
     );
     expect((await chat(app, "ask Friend about dinner")).body.response).toBe("Asked the helper.");
-    await quiet();
+    await quiet(app);
     expect(fake.requests.length).toBe(calls + 6);
     expect(fake.requests[calls + 1]?.lastUserText).toContain(`Message sent to agent ${helperId}.`);
     const toHelper = fake.requests[calls + 2];
@@ -346,7 +332,7 @@ describe("a disabled interlocutor", () => {
     await chat(app, "say hi to Friend");
     expect(fake.requests[calls + 1]?.lastUserText).toContain('Interlocutor "Friend" is disabled.');
     expect(fake.requests[calls + 2]?.lastUserText).toContain('Interlocutor "Friend" is disabled.');
-    await quiet();
+    await quiet(app);
     expect(shown(FRIEND, from)).toEqual([]);
     expect(shown(OWNER, from)).toEqual([]);
     fake.enqueue(

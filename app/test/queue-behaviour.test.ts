@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import { textTurn, toolTurn, type FakeTurn } from "@stavrobot/common/test-support";
 import { ABORTED_REPLY, STEERING_REPLY } from "../src/queue/replies.js";
 import { CANCELLATION_NOTE } from "../src/agent/turn.js";
-import { INTERNAL_SECRET, chat, useTestApp } from "./helpers/app.js";
+import { chat, useTestApp, handOver } from "./helpers/app.js";
 
 // maxRetries = 1, retryDelaySeconds = 0 (see configFor).
 const t = useTestApp();
@@ -127,17 +127,9 @@ describe("/stop and steering", () => {
     t.fake.enqueue({ ...textTurn("The forecast arrived: rain."), gate: held.promise });
     t.fake.enqueue(textTurn("Your meeting is at 3."));
     // A plugin's async result, as the plugin-runner delivers it: internal port, answer not awaited.
-    const result = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Authorization: `Bearer ${INTERNAL_SECRET}`,
-        Prefer: "respond-async",
-      },
-      body: JSON.stringify({
-        source: "plugin:weather/forecast",
-        message: 'The run of tool "forecast" returned: rain',
-      }),
+    const result = await handOver(t.app, {
+      source: "plugin:weather/forecast",
+      message: 'The run of tool "forecast" returned: rain',
     });
     expect(result.status).toBe(202);
     // The plugin-result turn is running.

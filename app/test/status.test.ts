@@ -11,7 +11,7 @@ import {
 } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../src/app.js";
 import { SECRET, startPluginHost, type TestPluginHost } from "../../plugin-runner/test/helpers.js";
-import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { chat, configFor, createTestEnv, type TestEnv, handOver } from "./helpers/app.js";
 import { freePort } from "./helpers/process.js";
 import { raw } from "./helpers/http.js";
 
@@ -99,15 +99,7 @@ describe("GET /api/status", () => {
     const first = chat(app, "one");
     await vi.waitFor(() => expect(fake.requests).toHaveLength(1));
     // A plugin's result while the owner's turn runs: it waits for a turn of its own.
-    const second = await fetch(`http://127.0.0.1:${app.internalPort}/chat`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Authorization: `Bearer ${SECRET}`,
-        Prefer: "respond-async",
-      },
-      body: JSON.stringify({ source: "plugin:weather/forecast", message: "two" }),
-    });
+    const second = await handOver(app, { source: "plugin:weather/forecast", message: "two" }, SECRET);
     expect(second.status).toBe(202);
     await vi.waitFor(async () => expect((await status()).queue.waiting).toBe(1));
     const busy = await status();

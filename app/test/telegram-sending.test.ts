@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { setTimeout } from "node:timers/promises";
 import { describe, expect, it, vi } from "vitest";
 import { textTurn, toolTurn } from "@stavrobot/common/test-support";
-import { INTERNAL_SECRET, chat, quiet } from "./helpers/app.js";
+import { chat, quiet, handOver } from "./helpers/app.js";
 import { FRIEND, OWNER, STRANGER, useTelegramApp } from "./helpers/telegram.js";
 
 /**
@@ -137,17 +137,9 @@ describe("turns no person started answer the owner on Telegram", () => {
   it("an async plugin result", async () => {
     const from = t.telegram.sent.length;
     t.fake.enqueue(textTurn("Your export is ready: 120 rows."));
-    const response = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Authorization: `Bearer ${INTERNAL_SECRET}`,
-        Prefer: "respond-async",
-      },
-      body: JSON.stringify({
-        source: "plugin:exporter/export",
-        message: 'The run of tool "export" returned: 120 rows',
-      }),
+    const response = await handOver(t.app, {
+      source: "plugin:exporter/export",
+      message: 'The run of tool "export" returned: 120 rows',
     });
     expect(response.status).toBe(202);
     await vi.waitFor(() => expect(t.shown(OWNER, from)).toEqual(["Your export is ready: 120 rows."]));

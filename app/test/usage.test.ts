@@ -12,7 +12,7 @@ import {
   type FakeLlmServer,
 } from "@stavrobot/common/test-support";
 import { startApp, type RunningApp } from "../src/app.js";
-import { INTERNAL_SECRET, PASSWORD, chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { PASSWORD, chat, configFor, createTestEnv, type TestEnv, handOver } from "./helpers/app.js";
 
 interface UsageAnswer {
   budgets: Record<"daily" | "monthly", { limitUsd: number | null; spentUsd: number }>;
@@ -31,15 +31,7 @@ async function usage(app: RunningApp): Promise<UsageAnswer> {
 }
 
 async function pluginResult(app: RunningApp, text: string): Promise<void> {
-  const answer = await fetch(`http://127.0.0.1:${app.internalPort}/chat`, {
-    method: "POST",
-    headers: {
-      "Content-Type": "application/json",
-      Authorization: `Bearer ${INTERNAL_SECRET}`,
-      Prefer: "respond-async",
-    },
-    body: JSON.stringify({ source: "plugin:weather/forecast", message: text }),
-  });
+  const answer = await handOver(app, { source: "plugin:weather/forecast", message: text });
   expect(answer.status).toBe(202);
 }
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import type { Browser } from "playwright-core";
 import { textTurn, toolTurn } from "@stavrobot/common/test-support";
 import { SECRET } from "../../../plugin-runner/test/helpers.js";
-import { PASSWORD } from "../helpers/app.js";
+import { PASSWORD, handOver } from "../helpers/app.js";
 import {
   describeInBrowser,
   expectNoProblems,
@@ -81,15 +81,7 @@ describeInBrowser("admin pages in Chromium", () => {
 
   it("lists what arrived while the page was closed, marks it seen, and keeps it until dismissed", async () => {
     t.fake.enqueue(textTurn("The radar shows **rain** at 17:00."));
-    const accepted = await fetch(`http://127.0.0.1:${t.app.internalPort}/chat`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Authorization: `Bearer ${SECRET}`,
-        Prefer: "respond-async",
-      },
-      body: JSON.stringify({ source: "plugin:radar/scan", message: "rain at 17:00" }),
-    });
+    const accepted = await handOver(t.app, { source: "plugin:radar/scan", message: "rain at 17:00" }, SECRET);
     expect(accepted.status).toBe(202);
     await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1));
     await t.app.queue.idle();

@@ -93,6 +93,28 @@ export async function post(
 export const chat = (app: RunningApp, message: string): Promise<ChatCall> =>
   post(app.port, "/chat", { message, source: "cli" });
 
+/**
+ * A message handed over on the internal port as the plugin-runner hands over an async result
+ * (its secret, the answer not awaited): answered 202 once accepted.
+ */
+export async function handOver(
+  app: Pick<RunningApp, "internalPort">,
+  body: Record<string, unknown>,
+  secret = INTERNAL_SECRET,
+): Promise<Response> {
+  const response = await fetch(`http://127.0.0.1:${app.internalPort}/chat`, {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/json",
+      Authorization: `Bearer ${secret}`,
+      Prefer: "respond-async",
+    },
+    body: JSON.stringify(body),
+  });
+  await response.arrayBuffer();
+  return response;
+}
+
 /** A JSON PUT with the owner's password; unlike `post`, it fails on an answer that is not JSON. */
 export async function put(
   port: number,
