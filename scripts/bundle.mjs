@@ -11,10 +11,15 @@ import { build } from "esbuild";
 
 /**
  * Each service and its entries under `src/`: one, or several by output name (the app's second is
- * the short-lived process that creates the embedded database).
+ * the short-lived process that creates the embedded database, its third `npm install`'s step that
+ * keeps a prepared one: prepare.mjs).
  */
 export const ENTRIES = {
-  app: { "start-local": "boot/start-local.ts", "create-database": "boot/create-database.ts" },
+  app: {
+    "start-local": "boot/start-local.ts",
+    "create-database": "boot/create-database.ts",
+    "prepare-database": "boot/prepare-database.ts",
+  },
   "plugin-runner": "main.ts",
   "python-runner": "main.ts",
   coder: "main.ts",

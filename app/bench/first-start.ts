@@ -3,9 +3,10 @@
  * later start on the database it made. Each start is timed from spawn to the first authenticated
  * 200 and its app process's memory read once it has been idle (and its peak, VmHWM).
  *
- * Two kinds of first start: with the prepared database already kept (every new data directory of
- * an install but its first), and the first of an install (PGLITE_TEMPLATE_DIR pointed at an empty
- * directory, so the prepared database is made first, in a child process).
+ * Two kinds of first start: with the prepared database already kept (as `npm install` leaves it:
+ * scripts/prepare.mjs), and without one (PGLITE_TEMPLATE_DIR pointed at an empty directory, as
+ * after `npm install --ignore-scripts`: the prepared database is made first, in a child process).
+ * Beside them, what `npm install`'s preparation takes (its bundles already made).
  *
  * Every directory the section makes is removed only when it ends. On ext4 without a journal, as
  * on the machines this runs on, a new file skips every inode freed in the last ~30 s (the kernel's
@@ -13,11 +14,13 @@
  * before the next round copied one made that copy ~10× slower (1.1–1.4 s against 0.1 s): the
  * section measured its own cleanup, which no owner's first start follows.
  */
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { FakeLlmServer } from "@stavrobot/common/test-support";
 import { configFor } from "../test/helpers/app.js";
+import { repoRoot } from "../test/helpers/process.js";
 import { median, treeRssMb } from "./measure.js";
 import { launchProduct } from "./product.js";
 import { environment } from "./setup.js";
@@ -67,6 +70,23 @@ interface Round {
   first: StartFigures;
   later: StartFigures;
   install?: StartFigures;
+  /** `npm install`'s preparation (scripts/prepare.mjs) into an empty directory of prepared databases, ms. */
+  prepare: number;
+}
+
+async function timedPreparation(env: NodeJS.ProcessEnv, templateDir: string): Promise<number> {
+  const started = performance.now();
+  const child = spawn(process.execPath, ["scripts/prepare.mjs"], {
+    cwd: repoRoot,
+    env: { ...env, PGLITE_TEMPLATE_DIR: templateDir },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let said = "";
+  child.stderr.on("data", (chunk: Buffer) => (said += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  if (code !== 0 || !said.includes("Prepared embedded database"))
+    throw new Error(`npm install's preparation: ${said}`);
+  return performance.now() - started;
 }
 
 /** Removals put off until the section ends (see the top of this file). */
@@ -82,7 +102,10 @@ async function round(fake: FakeLlmServer, cleanups: Cleanups): Promise<Round> {
   const first = await measuredStart(env.env);
   const later = await measuredStart(env.env);
   const install = await measuredStart({ ...fresh.env, PGLITE_TEMPLATE_DIR: templates });
-  return { first, later, install };
+  const prepared = mkdtempSync(join(tmpdir(), "stavrobot-bench-prepared-"));
+  cleanups.push(async () => rmSync(prepared, { recursive: true, force: true }));
+  const prepare = await timedPreparation(env.env, prepared);
+  return { first, later, install, prepare };
 }
 
 /** `floorTool`: the floor's tool turn in this run (ms), to scale the reference's first start by. */
@@ -101,13 +124,18 @@ export async function firstStart(fake: FakeLlmServer, floorTool: number): Promis
   } finally {
     for (const cleanup of cleanups) await cleanup();
   }
-  const figure = (pick: (r: Round) => StartFigures | undefined, key: keyof StartFigures, unit: string) => {
-    const values = rounds.map((r) => pick(r)?.[key] ?? NaN).filter(Number.isFinite);
+  const spread = (all: number[], unit: string) => {
+    const values = all.filter(Number.isFinite);
     if (values.length === 0) return "n/a";
     const digits = unit === "s" ? 2 : 0;
     const show = (n: number) => (unit === "s" ? (n / 1000).toFixed(digits) : n.toFixed(digits));
     return `${show(median(values))} ${unit} (${show(Math.min(...values))}–${show(Math.max(...values))})`;
   };
+  const figure = (pick: (r: Round) => StartFigures | undefined, key: keyof StartFigures, unit: string) =>
+    spread(
+      rounds.map((r) => pick(r)?.[key] ?? NaN),
+      unit,
+    );
   const row = (label: string, pick: (r: Round) => StartFigures | undefined) =>
     `| ${label} | ${figure(pick, "ms", "s")} | ${figure(pick, "createMs", "s").replace("n/a", "—")} | ${figure(pick, "idle", "MB")} | ${figure(pick, "peak", "MB")} |`;
   return [
@@ -115,7 +143,14 @@ export async function firstStart(fake: FakeLlmServer, floorTool: number): Promis
     "|---|---|---|---|---|",
     row("first start, empty database (prepared database kept)", (r) => r.first),
     row("later start on that database", (r) => r.later),
-    row("first start of an install (prepared database made first)", (r) => r.install),
+    row(
+      "first start without a prepared database (`npm install --ignore-scripts`: made first)",
+      (r) => r.install,
+    ),
+    `| \`npm install\`'s preparation (scripts/prepare.mjs, bundles already made): the prepared database | ${spread(
+      rounds.map((r) => r.prepare),
+      "s",
+    )} | | | |`,
     `| the reference's first start on an empty embedded database, scaled by this run's floor (${floorTool.toFixed(1)} ms) | ≈ ${(scaledReference("firstStartMs", floorTool) / 1000).toFixed(2)} s | | | |`,
   ];
 }

@@ -12,6 +12,7 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
+import { spawn } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -22,7 +23,7 @@ import { ensureEmbeddedDatabase, templateKey } from "../src/db/pglite-create.js"
 import { EXIT_DAMAGED_DATABASE, EmbeddedDatabaseError, openPglite } from "../src/db/pglite.js";
 import type { Database } from "../src/db/types.js";
 import { configFor, post } from "./helpers/app.js";
-import { NPM_START, startAppProcess, type AppProcess } from "./helpers/process.js";
+import { NPM_START, repoRoot, startAppProcess, type AppProcess } from "./helpers/process.js";
 
 let work: string;
 /** Prepared databases of this file: made by its first test, copied by the others. */
@@ -149,22 +150,39 @@ describe("creating the embedded database", () => {
   }, 300_000);
 });
 
+/** A data directory holding only a config for `fake`, and the environment `npm start` gets. */
+function emptyInstall(fake: FakeLlmServer, templateDir: string): { dataDir: string; env: NodeJS.ProcessEnv } {
+  const dataDir = join(work, "data");
+  mkdirSync(join(dataDir, "main"), { recursive: true });
+  writeFileSync(join(dataDir, "main", "config.toml"), configFor(fake));
+  // No DATABASE_URL: the embedded database.
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    TZ: "UTC",
+    DATA_DIR: dataDir,
+    PGLITE_TEMPLATE_DIR: templateDir,
+    STAVROBOT_INTERNAL_SECRET: "internal-secret-for-the-test",
+  };
+  return { dataDir, env };
+}
+
+/** `npm install`'s last step (package.json's postinstall), to its exit. */
+async function prepareInstall(env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, ["scripts/prepare.mjs"], { cwd: repoRoot, env });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  return { code, output };
+}
+
 describe("npm start on an empty embedded database", () => {
   it("creates it outside the app's process: its memory stays low, and what it stored survives a restart", async () => {
     fake = await startFakeAnthropic();
     fake.setResponder(() => textTurn("noted"));
-    const dataDir = join(work, "data");
-    mkdirSync(join(dataDir, "main"), { recursive: true });
-    writeFileSync(join(dataDir, "main", "config.toml"), configFor(fake));
-    // No DATABASE_URL: the embedded database, made with no prepared one kept yet (a new install).
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      TZ: "UTC",
-      DATA_DIR: dataDir,
-      PGLITE_TEMPLATE_DIR: join(work, "templates"),
-      STAVROBOT_INTERNAL_SECRET: "internal-secret-for-the-test",
-    };
+    // No prepared database kept yet (an install whose own preparation did not run).
+    const { dataDir, env } = emptyInstall(fake, join(work, "templates"));
     running = await startAppProcess(env, 240_000, NPM_START);
     expect(running.output()).toContain("created the embedded database");
     const reply = await post(running.port, "/chat", { message: "remember the blue door" });
@@ -186,4 +204,32 @@ describe("npm start on an empty embedded database", () => {
     );
     expect(stored.rows[0]?.n).toBeGreaterThan(0);
   }, 400_000);
+
+  it("copies the prepared database npm install kept, and npm install succeeds where it cannot keep one", async () => {
+    const manifest = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as {
+      scripts: Record<string, string>;
+    };
+    expect(manifest.scripts.postinstall).toBe("node scripts/prepare.mjs");
+    fake = await startFakeAnthropic();
+    fake.setResponder(() => textTurn("noted"));
+    const templateDir = join(work, "templates");
+    const { env } = emptyInstall(fake, templateDir);
+    const prepared = await prepareInstall(env);
+    expect(prepared.code).toBe(0);
+    expect(prepared.output).toContain("Prepared embedded database");
+    expect(existsSync(join(templateDir, templateKey(), "PG_VERSION"))).toBe(true);
+
+    running = await startAppProcess(env, 120_000, NPM_START);
+    expect(running.output()).toMatch(/created the embedded database.*"from":"prepared database"/);
+    expect((await post(running.port, "/chat", { message: "hello" })).body.response).toBe("noted");
+    expect(await running.stop("SIGTERM")).toBe(0);
+    running = undefined;
+
+    // A file where the directory of prepared databases would go: said, and the install goes on.
+    writeFileSync(join(work, "not-a-directory"), "");
+    const refused = await prepareInstall({ ...env, PGLITE_TEMPLATE_DIR: join(work, "not-a-directory", "t") });
+    expect(refused.code).toBe(0);
+    expect(refused.output).toContain("ENOTDIR");
+    expect(refused.output).toContain("Could not prepare the embedded database (exit 1)");
+  }, 300_000);
 });
