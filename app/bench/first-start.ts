@@ -14,13 +14,12 @@
  * before the next round copied one made that copy ~10× slower (1.1–1.4 s against 0.1 s): the
  * section measured its own cleanup, which no owner's first start follows.
  */
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { FakeLlmServer } from "@stavrobot/common/test-support";
 import { configFor } from "../test/helpers/app.js";
-import { repoRoot } from "../test/helpers/process.js";
+import { runToExit } from "../test/helpers/process.js";
 import { median, treeRssMb } from "./measure.js";
 import { launchProduct } from "./product.js";
 import { environment } from "./setup.js";
@@ -76,16 +75,13 @@ interface Round {
 
 async function timedPreparation(env: NodeJS.ProcessEnv, templateDir: string): Promise<number> {
   const started = performance.now();
-  const child = spawn(process.execPath, ["scripts/prepare.mjs"], {
-    cwd: repoRoot,
-    env: { ...env, PGLITE_TEMPLATE_DIR: templateDir },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let said = "";
-  child.stderr.on("data", (chunk: Buffer) => (said += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  if (code !== 0 || !said.includes("Prepared embedded database"))
-    throw new Error(`npm install's preparation: ${said}`);
+  const { code, output } = await runToExit(
+    ["scripts/prepare.mjs"],
+    { ...env, PGLITE_TEMPLATE_DIR: templateDir },
+    { javascript: true, timeoutMs: 300_000 },
+  );
+  if (code !== 0 || !output.includes("Prepared embedded database"))
+    throw new Error(`npm install's preparation: ${output}`);
   return performance.now() - started;
 }
 

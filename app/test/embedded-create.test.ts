@@ -12,7 +12,6 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
-import { spawn } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -23,7 +22,7 @@ import { ensureEmbeddedDatabase, templateKey } from "../src/db/pglite-create.js"
 import { EXIT_DAMAGED_DATABASE, EmbeddedDatabaseError, openPglite } from "../src/db/pglite.js";
 import type { Database } from "../src/db/types.js";
 import { configFor, post } from "./helpers/app.js";
-import { NPM_START, repoRoot, startAppProcess, type AppProcess } from "./helpers/process.js";
+import { NPM_START, repoRoot, runToExit, startAppProcess, type AppProcess } from "./helpers/process.js";
 
 let work: string;
 /** Prepared databases of this file: made by its first test, copied by the others. */
@@ -168,14 +167,8 @@ function emptyInstall(fake: FakeLlmServer, templateDir: string): { dataDir: stri
 }
 
 /** `npm install`'s last step (package.json's postinstall), to its exit. */
-async function prepareInstall(env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ["scripts/prepare.mjs"], { cwd: repoRoot, env });
-  let output = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  return { code, output };
-}
+const prepareInstall = (env: NodeJS.ProcessEnv) =>
+  runToExit(["scripts/prepare.mjs"], env, { javascript: true, timeoutMs: 240_000 });
 
 describe("npm start on an empty embedded database", () => {
   it("creates it outside the app's process: its memory stays low, and what it stored survives a restart", async () => {

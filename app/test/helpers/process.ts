@@ -135,14 +135,16 @@ function killGroup(group: number, signal: NodeJS.Signals | 0): boolean {
 /**
  * Runs a TypeScript entry of the repository (from its sources) to its exit: its code and
  * everything it wrote. `asOrdinaryUser`: when the tests run as root, the process runs without the
- * capabilities that let root write anywhere, as any other user would.
+ * capabilities that let root write anywhere, as any other user would. `javascript`: the entry is
+ * a JavaScript file, run by plain node as npm runs its scripts.
  */
 export async function runToExit(
   args: string[],
   env: NodeJS.ProcessEnv,
-  options: { asOrdinaryUser?: boolean; timeoutMs?: number } = {},
+  options: { asOrdinaryUser?: boolean; timeoutMs?: number; javascript?: boolean } = {},
 ): Promise<{ code: number | null; output: string }> {
-  const node = [process.execPath, "--conditions=source", "--import", "tsx", ...args];
+  const loader = options.javascript ? [] : ["--conditions=source", "--import", "tsx"];
+  const node = [process.execPath, ...loader, ...args];
   const command =
     options.asOrdinaryUser && process.getuid?.() === 0
       ? ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", ...node]
