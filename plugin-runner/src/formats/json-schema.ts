@@ -1,4 +1,4 @@
-import type { Ajv, ValidateFunction } from "ajv";
+import type { Ajv, Options, ValidateFunction } from "ajv";
 import { DomainError } from "@stavrobot/common";
 import type { ValidatedParams } from "../validate.js";
 import type { JsonSchema } from "./format.js";
@@ -14,11 +14,17 @@ import type { JsonSchema } from "./format.js";
 let ajv: Promise<Ajv> | undefined;
 const compiled = new WeakMap<JsonSchema, ValidateFunction | null>();
 
-/** ajv is loaded when a tool with a JSON Schema first runs: ~8 MB of the runner a plugin of our own format never needs. */
+/**
+ * ajv is loaded when a tool with a JSON Schema first runs: ~8 MB of the runner a plugin of our own
+ * format never needs. ajv is CommonJS: its class is taken from the module's `default` (its
+ * `module.exports`), the one export Node and the bundle's chunk both give a dynamic import; the
+ * named export exists only where a loader guesses it (the test loader did, the bundle does not).
+ */
 function loadAjv(): Promise<Ajv> {
-  ajv ??= import("ajv").then(
-    ({ Ajv }) => new Ajv({ strict: false, allErrors: true, validateFormats: false, validateSchema: false }),
-  );
+  ajv ??= import("ajv").then(({ default: exported }) => {
+    const { Ajv } = exported as unknown as { Ajv: new (options: Options) => Ajv };
+    return new Ajv({ strict: false, allErrors: true, validateFormats: false, validateSchema: false });
+  });
   return ajv;
 }
 
