@@ -3,19 +3,13 @@ import { createServer } from "node:net";
 import type { Server } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { silentLogger } from "@stavrobot/common";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
-import { startApp } from "../src/app.js";
-// The real plugin-runner (its buildServer on port 0), its git helpers and its fixture plugins.
+// Plugins of the other formats as their authors publish them, served by a loopback git daemon.
 import {
-  SECRET,
   makeTempRoot,
   startGitDaemon,
-  startPluginHost,
   uniqueName,
   type GitDaemon,
-  type TestPluginHost,
 } from "../../plugin-runner/test/helpers.js";
 import {
   commitAll,
@@ -26,13 +20,15 @@ import {
 } from "../../plugin-runner/test/format-fixtures.js";
 import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
-import { freePort } from "./helpers/process.js";
+import { startProduct, type Product } from "./helpers/product.js";
 
 /**
  * Plugins written for Cyclop One and Workbench, built at test time, installed from a loopback git
- * server by the model and run through the agent (the LLM is a fake Anthropic server): approval
- * refused then given by the owner, is_error, plain-text output and data kept across calls; every
- * kind of Workbench result, a dotted tool name, and a run() that loops for ever.
+ * server by the model and run through the agent under `npm start` (the bundles; the LLM is a fake
+ * Anthropic server): approval refused then given by the owner, parameters checked against each
+ * tool's JSON Schema, is_error, plain-text output and data kept across calls; every kind of
+ * Workbench result and a dotted tool name. (A run() that loops for ever is stopped at the
+ * runner's limit: plugin-runner/test/workbench.test.ts, with a short limit.)
  */
 const suffix = uniqueName("e2e").slice(4);
 const cyclop = `polyglot-${suffix}`;
@@ -42,8 +38,7 @@ const twin = `twin-${suffix}`;
 
 let fake: FakeLlmServer;
 let testEnv: TestEnv;
-let app: RunningApp;
-let pluginHost: TestPluginHost;
+let app: Product;
 let daemon: GitDaemon;
 let repos: string;
 let listener: Server;
@@ -87,32 +82,18 @@ beforeAll(async () => {
   );
   fake = await startFakeAnthropic();
   testEnv = await createTestEnv(configFor(fake));
-  const internalPort = await freePort();
-  pluginHost = await startPluginHost({
-    appUrl: `http://127.0.0.1:${internalPort}`,
-    limits: { syncTimeoutMs: 3_000 },
-  });
-  app = await startApp({
-    env: {
-      ...testEnv.env,
-      INTERNAL_PORT: String(internalPort),
-      PLUGIN_RUNNER_URL: pluginHost.url,
-      STAVROBOT_INTERNAL_SECRET: SECRET,
-    },
-    logger: silentLogger,
-  });
+  app = await startProduct(testEnv);
 }, 120_000);
 
 afterAll(async () => {
-  await app?.close();
-  for (const name of [cyclop, workbench, probe, twin]) await pluginHost?.request("POST", "/remove", { name });
+  // Removing a plugin removes its user too (they are this machine's, not the test's).
+  for (const name of [cyclop, workbench, probe, twin]) await app?.runner("POST", "/remove", { name });
+  await app?.stop();
   await new Promise((resolve) => listener?.close(resolve));
-  await pluginHost?.close();
   await daemon?.stop();
   await fake?.close();
   await testEnv?.cleanup();
   if (repos) rmSync(repos, { recursive: true, force: true });
-  if (pluginHost) rmSync(pluginHost.root, { recursive: true, force: true });
 });
 
 const runTool = (plugin: string, tool: string, parameters: Record<string, unknown> = {}) =>
@@ -149,7 +130,7 @@ describe("Cyclop One and Workbench plugins through the agent", () => {
     const notice = fake.requests[2]!.lastUserText;
     expect(notice).toContain(`Source: plugin:${cyclop}/approval`);
     expect(notice).toContain("network, filesystem:read");
-    await app.queue.idle();
+    await app.quiet();
 
     const refused = await modelRuns(cyclop, "hello_greet", { name: "Alice" });
     expect(refused).toContain("needs the owner's approval");
@@ -205,11 +186,11 @@ describe("Cyclop One and Workbench plugins through the agent", () => {
     expect(await modelRuns(workbench, "data.object")).toMatch(/metadata:\n {2}temperature: 29\n {2}unit: F/);
   });
 
-  it("a Workbench run() that loops for ever is stopped at the limit, and the plugins answer afterwards", async () => {
-    const looping = await modelRuns(workbench, "loop.forever");
-    expect(looping).toContain("timed out after 3 s");
-    expect(await modelRuns(workbench, "text.plain", { name: "again" })).toContain("Hello, again!");
-    expect(await modelRuns(cyclop, "hello_greet", { name: "Bob" })).toContain("Hello, Bob!");
+  it("a Workbench tool's parameters are checked against its inputSchema before it runs", async () => {
+    const refused = await modelRuns(workbench, "example.echo", { message: 5 });
+    expect(refused).toContain("/message must be string");
+    expect(refused).not.toContain("characterCount");
+    expect(await modelRuns(workbench, "example.echo", { message: "now right" })).toContain("now right");
   });
 
   it("the owner switches a plugin's network off and sees it in the list", async () => {
@@ -237,7 +218,7 @@ describe("hostile plugins through the agent", () => {
     if (waitsForApproval) fake.enqueue(textTurn("It waits for your approval."));
     await chat(app, "install it");
     if (waitsForApproval) await vi.waitFor(() => expect(fake.requests).toHaveLength(3), { timeout: 30_000 });
-    await app.queue.idle();
+    await app.quiet();
     return fake.requests[1]!.lastUserText;
   }
 
@@ -250,7 +231,7 @@ describe("hostile plugins through the agent", () => {
   it("a plugin without network cannot reach a loopback port, nor another plugin's data", async () => {
     await modelInstalls(daemon.url("probe"), true);
     expect((await approve(probe)).status).toBe(200);
-    const enforced = pluginHost.host.sandbox.mode === "namespaces";
+    const enforced = (await app.runnerHealth()).sandbox.mode === "namespaces";
     const dialled = await modelRuns(probe, "dial", { port });
     expect(dialled).toMatch(
       enforced ? /no connection: .*(refused|unreachable)/i : /cannot remove the network/,

@@ -90,7 +90,7 @@ export async function post(
   return { status: response.status, body: parsed, headers: response.headers };
 }
 
-export const chat = (app: RunningApp, message: string): Promise<ChatCall> =>
+export const chat = (app: Pick<RunningApp, "port">, message: string): Promise<ChatCall> =>
   post(app.port, "/chat", { message, source: "cli" });
 
 /**
