@@ -1,7 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { silentLogger } from "@stavrobot/common";
 import {
   serveDirectory,
   startFakeAnthropic,
@@ -9,16 +8,8 @@ import {
   toolTurn,
   type FakeLlmServer,
 } from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
-import { startApp } from "../src/app.js";
-// The real plugin-runner (its buildServer on port 0) and the Osaurus test plugin, built with gcc.
-import {
-  SECRET,
-  makeTempRoot,
-  startPluginHost,
-  uniqueName,
-  type TestPluginHost,
-} from "../../plugin-runner/test/helpers.js";
+// The Osaurus test plugin, built with gcc, zipped and signed as its publisher would.
+import { makeTempRoot, uniqueName } from "../../plugin-runner/test/helpers.js";
 import {
   buildEchoLibrary,
   minisignKeys,
@@ -27,10 +18,10 @@ import {
 } from "../../plugin-runner/test/osaurus-fixtures.js";
 import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
-import { freePort } from "./helpers/process.js";
+import { startProduct, type Product } from "./helpers/product.js";
 
 /**
- * Osaurus plugins through the agent (the LLM is a fake Anthropic server): a C library with the
+ * Osaurus plugins through the agent under `npm start` (the bundles; the LLM is a fake Anthropic server): a C library with the
  * Osaurus ABI compiled at test time (v1 and v2 entries), zipped with a SKILL.md in a subfolder,
  * signed with a trusted minisign key and served on loopback; the model installs it, reads its
  * skill and runs its tools: the payload's `_secrets` (set by the owner) and `_context`, `auto`,
@@ -45,8 +36,7 @@ const other = `test-other${suffix}`;
 
 let fake: FakeLlmServer;
 let testEnv: TestEnv;
-let app: RunningApp;
-let pluginHost: TestPluginHost;
+let app: Product;
 let files: string;
 let server: { url: string; close(): Promise<void> };
 
@@ -81,33 +71,20 @@ beforeAll(async () => {
   server = await serveDirectory(files);
 
   fake = await startFakeAnthropic();
-  testEnv = await createTestEnv(configFor(fake));
-  const internalPort = await freePort();
-  pluginHost = await startPluginHost({
-    appUrl: `http://127.0.0.1:${internalPort}`,
-    limits: { syncTimeoutMs: 3_000 },
-    osaurusTrustedKeys: [keys.publicKey],
-  });
-  app = await startApp({
-    env: {
-      ...testEnv.env,
-      INTERNAL_PORT: String(internalPort),
-      PLUGIN_RUNNER_URL: pluginHost.url,
-      STAVROBOT_INTERNAL_SECRET: SECRET,
-    },
-    logger: silentLogger,
-  });
+  // Tools stop after 3 s here (the slow tool's test), and the publisher's key is trusted.
+  const plugins = `[plugins]\ntimeoutSeconds = 3\nosaurusTrustedKeys = ["${keys.publicKey}"]\n`;
+  testEnv = await createTestEnv(configFor(fake, "anthropic", plugins));
+  app = await startProduct(testEnv);
 }, 120_000);
 
 afterAll(async () => {
-  await app?.close();
-  for (const name of [echo, other]) await pluginHost?.request("POST", "/remove", { name });
-  await pluginHost?.close();
+  // Removing a plugin removes its user too (they are this machine's, not the test's).
+  for (const name of [echo, other]) await app?.runner("POST", "/remove", { name });
+  await app?.stop();
   await server?.close();
   await fake?.close();
   await testEnv?.cleanup();
   if (files) rmSync(files, { recursive: true, force: true });
-  if (pluginHost) rmSync(pluginHost.root, { recursive: true, force: true });
 });
 
 /** The model runs `tool` and answers "done"; returns the tool result the model was given. */
@@ -155,7 +132,7 @@ describe("Osaurus plugins through the agent", () => {
     // The runner tells the owner that its ask tools wait.
     await vi.waitFor(() => expect(fake.requests).toHaveLength(3), { timeout: 30_000 });
     expect(fake.requests[2]!.lastUserText).toContain(`Source: plugin:${echo}/approval`);
-    await app.queue.idle();
+    await app.quiet();
 
     fake.reset();
     fake.enqueue(
@@ -228,7 +205,7 @@ describe("Osaurus plugins through the agent", () => {
     expect(installed).toContain(`Plugin "${other}" installed.`);
     // Its ask tools wait too: the owner is told in a turn of its own.
     await vi.waitFor(() => expect(fake.requests).toHaveLength(3), { timeout: 30_000 });
-    await app.queue.idle();
+    await app.quiet();
     expect(installed).toContain("The package's minisign signature was verified against a trusted key.");
 
     expect(await modelRuns(echo, "slow", { ms: 20_000 })).toContain("timed out after 3 s");

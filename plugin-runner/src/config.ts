@@ -1,6 +1,7 @@
 import { dirname, join, resolve } from "node:path";
 import { z } from "zod";
 import { MCP_SERVERS_FILE, SYSTEM_TOOL_PATH } from "@stavrobot/common";
+import type { Limits } from "./limits.js";
 
 /** The PATH tools see when none is given: system directories only. */
 export const DEFAULT_TOOL_PATH = SYSTEM_TOOL_PATH;
@@ -24,6 +25,12 @@ export const hostEnvSchema = z.object({
   /** The owner's MCP servers as the app writes them; default `mcp-servers.json` beside the internal secret. */
   MCP_SERVERS_FILE: z.string().min(1).optional(),
   STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).optional(),
+  /** How long a tool's (synchronous) run may take, in seconds; default 30 (DEFAULT_LIMITS). */
+  PLUGIN_TIMEOUT_SECONDS: z.coerce
+    .number()
+    .positive()
+    .max(80, "must be at most 80: the agent waits 90 s for a tool")
+    .optional(),
   /** Trusted minisign public keys for Osaurus packages, separated by commas or white space. */
   PLUGIN_OSAURUS_TRUSTED_KEYS: z.string().default(""),
 });
@@ -45,6 +52,7 @@ export interface HostConfig {
   toolEnv: ToolEnvConfig;
   mcpServersFile?: string;
   osaurusTrustedKeys: readonly string[];
+  limits?: Partial<Limits>;
 }
 
 /** What the runner may put into a tool's environment besides the per-plugin directories. */
@@ -77,6 +85,7 @@ export function hostConfig(e: HostEnv): Readonly<HostConfig> {
         }
       : {}),
     osaurusTrustedKeys: Object.freeze(e.PLUGIN_OSAURUS_TRUSTED_KEYS.split(/[\s,]+/).filter(Boolean)),
+    ...(e.PLUGIN_TIMEOUT_SECONDS ? { limits: { syncTimeoutMs: e.PLUGIN_TIMEOUT_SECONDS * 1000 } } : {}),
     toolEnv: Object.freeze({
       path: e.PLUGIN_TOOL_PATH,
       uvPythonInstallDir: e.UV_PYTHON_INSTALL_DIR,

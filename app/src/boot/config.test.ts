@@ -187,6 +187,13 @@ describe("loadConfig", () => {
     expect(loadError(MINIMAL + extra + "\n")).toContain(`key "${key}"`);
   });
 
+  it("a plugin tool's time limit is at most 80 s (the agent waits 90 s for a tool)", () => {
+    expect(load(`${MINIMAL}[plugins]\ntimeoutSeconds = 80\n`).plugins?.timeoutSeconds).toBe(80);
+    expect(loadError(`${MINIMAL}[plugins]\ntimeoutSeconds = 81\n`)).toMatch(
+      /plugins\.timeoutSeconds.*at most 80: the agent waits 90 s for a tool/,
+    );
+  });
+
   it("accepts a tool round cap from 1 to 1000", () => {
     expect(load(MINIMAL + "maxToolRounds = 1\n").maxToolRounds).toBe(1);
     expect(load(MINIMAL + "maxToolRounds = 1000\n").maxToolRounds).toBe(1000);

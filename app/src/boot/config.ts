@@ -112,6 +112,12 @@ export const configSchema = z
     plugins: z
       .strictObject({
         allowWithoutNetworkCut: z.boolean().default(false),
+        /** How long a tool's run may take before it is stopped (the runner's default: 30 s). */
+        timeoutSeconds: z
+          .number()
+          .positive()
+          .max(80, "must be at most 80: the agent waits 90 s for a tool")
+          .optional(),
         /** Trusted minisign public keys for Osaurus packages (base64, `RW…`). */
         osaurusTrustedKeys: z
           .array(z.string().regex(/^[A-Za-z0-9+/]{56}$/, "must be a minisign public key (RW…)"))

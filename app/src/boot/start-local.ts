@@ -142,6 +142,9 @@ const siblings: Sibling[] = [
         PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
         PLUGIN_DATA_DIR: join(paths.dataDir, "plugin-data"),
         ...(config?.plugins?.allowWithoutNetworkCut ? { PLUGIN_ALLOW_WITHOUT_NETWORK_CUT: "1" } : {}),
+        ...(config?.plugins?.timeoutSeconds
+          ? { PLUGIN_TIMEOUT_SECONDS: String(config.plugins.timeoutSeconds) }
+          : {}),
         ...(config?.plugins?.osaurusTrustedKeys.length
           ? { PLUGIN_OSAURUS_TRUSTED_KEYS: config.plugins.osaurusTrustedKeys.join(",") }
           : {}),

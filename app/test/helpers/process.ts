@@ -21,7 +21,10 @@ export interface AppProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** The launcher from its sources (what most tests run: no bundling step). */
+/**
+ * The launcher from its sources, under the test loader: only for a test that needs what the
+ * sources give and the bundles do not (it says why where it uses this).
+ */
 export const LAUNCHER_FROM_SOURCES = [
   "--conditions=source",
   "--import",
@@ -54,11 +57,14 @@ function parseStartScript(): { env: Record<string, string>; args: string[] } {
   };
 }
 
-/** Runs the launcher `npm start` runs, as a separate process, and waits for /health. */
+/**
+ * Runs `npm start` (the bundles, with its flags and variables) as a separate process in a group
+ * of its own, and waits for /health.
+ */
 export async function startAppProcess(
   env: NodeJS.ProcessEnv,
-  timeoutMs = 60_000,
-  command: string[] = LAUNCHER_FROM_SOURCES,
+  timeoutMs = 120_000,
+  command: string[] = NPM_START,
 ): Promise<AppProcess> {
   const port = await freePort();
   const internalPort = await freePort();
