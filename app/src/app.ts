@@ -252,6 +252,10 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
           ...(signalBridge ? { "signal-bridge": signalBridge } : {}),
         },
         publicHostname,
+        pages: {
+          scriptHosts: config.pages?.scriptHosts ?? [],
+          connectHosts: config.pages?.connectHosts ?? {},
+        },
       },
       password: config.password,
       internalSecret,

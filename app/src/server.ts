@@ -13,7 +13,7 @@ import {
 import type { Database } from "./db/database.js";
 import { createChatHandler, type ChatDeps } from "./routes/chat.js";
 import { answerDatabaseOutage } from "./routes/outage.js";
-import { createPageHandler, createPageQueryHandler } from "./routes/pages.js";
+import { createPageHandler, createPageQueryHandler, type PagesDeps } from "./routes/pages.js";
 import { addPluginSettingsRoutes, type PluginSettingsDeps } from "./routes/plugin-settings.js";
 import { createUploadHandler } from "./routes/upload.js";
 import { addAllowlistRoutes } from "./routes/allowlist.js";
@@ -71,6 +71,8 @@ export interface WebDeps {
   services: Readonly<Record<string, ServiceClient>>;
   /** The public address: a browser's `Origin` naming it is this site, even behind a proxy. */
   publicHostname: string;
+  /** `[pages]`: what the model's pages may reach besides their own queries. */
+  pages: Pick<PagesDeps, "scriptHosts" | "connectHosts">;
 }
 
 const unauthorized = (): HttpError =>
@@ -100,7 +102,12 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
       status: () => collectStatus(status),
       channelChecks: (channels) => deps.channels.checks(channels),
     });
-  const pages = { db: deps.db, password: deps.password };
+  const pages: PagesDeps = {
+    db: deps.db,
+    password: deps.password,
+    publicHostname: deps.web.publicHostname,
+    ...deps.web.pages,
+  };
   const external = new Router()
     // Open to anyone as the reference has it; `?deep=1` with the owner's password runs the doctor.
     .get(

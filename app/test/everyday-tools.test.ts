@@ -76,11 +76,21 @@ describe("pages through /chat and over HTTP", () => {
       content: "secret",
       mimetype: "text/plain",
     });
+    // Asked for by a script (not a browser showing it): the bytes as stored, sandboxed if shown.
     const open = await fetch(`${base()}/pages/hello/`);
     expect(open.status).toBe(200);
     expect(open.headers.get("content-type")).toBe("text/html");
-    expect(open.headers.get("content-security-policy")).toContain("default-src 'self'");
+    expect(open.headers.get("content-security-policy")).toMatch(/^sandbox allow-scripts; default-src 'none'/);
     expect(await open.text()).toBe("<h1>Hi</h1>");
+    // A browser opening it gets the frame's holder; the frame, the page with its key's script.
+    const holder = await fetch(`${base()}/pages/hello`, { headers: { "Sec-Fetch-Dest": "document" } });
+    expect(holder.headers.get("content-security-policy")).toContain("frame-src http://127.0.0.1:");
+    expect(await holder.text()).toContain('<iframe sandbox="allow-scripts" src="/pages/hello?page-frame=1"');
+    const framed = await fetch(`${base()}/pages/hello?page-frame=1`, {
+      headers: { "Sec-Fetch-Dest": "iframe" },
+    });
+    expect(framed.headers.get("cache-control")).toBe("private, no-store");
+    expect(await framed.text()).toMatch(/^<script>.*page-key.*<\/script>\n<h1>Hi<\/h1>$/s);
     expect((await fetch(`${base()}/pages/diary/today`)).status).toBe(401);
     const mine = await fetch(`${base()}/pages/diary/today`, { headers: auth });
     expect(await mine.text()).toBe("secret");

@@ -425,6 +425,19 @@ describe("the People page's API (owner only)", () => {
         (row) => row.display_name === "Newcomer",
       )?.identities,
     ).toEqual([{ service: "telegram", identifier: String(NEWCOMER) }]);
+    // Identifiers are checked per channel as the allowlist checks them: markup is no chat id.
+    const markup = await call("/api/people/interlocutors", {
+      action: "add_identity",
+      id: (person.body.interlocutors as { id: number; display_name: string }[]).find(
+        (row) => row.display_name === "Newcomer",
+      )?.id,
+      service: "telegram",
+      identifier: "<img src=x onerror=alert(1)>",
+    });
+    expect(markup.status).toBe(400);
+    expect(markup.body.error).toBe(
+      'Error: Invalid telegram identifier "<img src=x onerror=alert(1)>": a Telegram chat id is a number, such as 123456789.',
+    );
     const toMain = await call("/api/people/interlocutors", {
       action: "create",
       display_name: "Sneaky",

@@ -194,6 +194,22 @@ describe("loadConfig", () => {
     );
   });
 
+  it("[pages] takes origins, and page paths as manage_pages names them", () => {
+    const pages = load(
+      `${MINIMAL}[pages]\nscriptHosts = ["https://cdn.jsdelivr.net"]\n[pages.connectHosts]\n"trips/2026" = ["https://api.example.com:8443"]\n`,
+    ).pages;
+    expect(pages).toEqual({
+      scriptHosts: ["https://cdn.jsdelivr.net"],
+      connectHosts: { "trips/2026": ["https://api.example.com:8443"] },
+    });
+    expect(loadError(`${MINIMAL}[pages]\nscriptHosts = ["https://cdn.example.com/lib.js"]\n`)).toMatch(
+      /pages\.scriptHosts.*must be an origin such as https:\/\/cdn\.example\.com \(no path\)/,
+    );
+    expect(loadError(`${MINIMAL}[pages.connectHosts]\n"../x" = ["https://a.example"]\n`)).toMatch(
+      /must be a page's path as manage_pages names it/,
+    );
+  });
+
   it("accepts a tool round cap from 1 to 1000", () => {
     expect(load(MINIMAL + "maxToolRounds = 1\n").maxToolRounds).toBe(1);
     expect(load(MINIMAL + "maxToolRounds = 1000\n").maxToolRounds).toBe(1000);
@@ -403,6 +419,7 @@ describe("config.example.toml documents every key", () => {
     expect(sections.map(([name]) => name).sort()).toEqual(
       [
         "budget",
+        "pages",
         "plugins",
         "coder",
         "cost",

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import { z } from "zod";
 import { ConfigError, loadTomlConfig, mcpServersSchema } from "@stavrobot/common";
+import { normalizePagePath } from "../db/pages.js";
 
 const thinkingLevels = ["off", "minimal", "low", "medium", "high", "xhigh"] as const;
 const apiKinds = ["anthropic-messages", "openai-completions"] as const;
@@ -31,6 +32,14 @@ const e164 = z
   .regex(/^\+[1-9]\d{1,14}$/, "must be a phone number in international form, e.g. +15555550123");
 
 /** Every key the app reads from config.toml. config.example.toml documents each one. */
+/** An https:// (or http://) origin a page may reach: scheme and host, nothing after. */
+const webOrigin = z
+  .string()
+  .regex(
+    /^https?:\/\/[A-Za-z0-9.-]+(:\d{1,5})?$/,
+    "must be an origin such as https://cdn.example.com (no path)",
+  );
+
 export const configSchema = z
   .strictObject({
     provider: z.string().min(1).default("anthropic"),
@@ -122,6 +131,24 @@ export const configSchema = z
         osaurusTrustedKeys: z
           .array(z.string().regex(/^[A-Za-z0-9+/]{56}$/, "must be a minisign public key (RW…)"))
           .default([]),
+      })
+      .optional(),
+    /** What the model's pages may reach besides their own queries (routes/pages.ts, pages/frame.ts). */
+    pages: z
+      .strictObject({
+        scriptHosts: z.array(webOrigin).default([]),
+        connectHosts: z
+          .record(z.string(), z.array(webOrigin))
+          .superRefine((table, ctx) => {
+            for (const path of Object.keys(table))
+              if (normalizePagePath(path) !== path)
+                ctx.addIssue({
+                  code: "custom",
+                  path: [path],
+                  message: 'must be a page\'s path as manage_pages names it (e.g. "weather" or "trips/2026")',
+                });
+          })
+          .default({}),
       })
       .optional(),
     /** The owner's MCP servers, handed to the plugin-runner (see boot/mcp-servers.ts). */

@@ -1,16 +1,12 @@
 import { badRequest, readJsonObject, type Router } from "@stavrobot/common";
+import { IdentifierError, cleanIdentifier, parseIdentifier } from "../allowlist/identifiers.js";
 import {
   ALLOWLIST_SERVICES,
-  normalizeIdentifier,
   type Allowlist,
   type AllowlistLists,
   type AllowlistService,
 } from "../allowlist/allowlist.js";
 
-const E164 = /^\+[1-9]\d{1,14}$/;
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-/** Zero-width and direction marks that come along when a number is copied from a contact card. */
-const INVISIBLE = /[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g;
 const MAX_ENTRIES = 1_000;
 const MAX_NOTE_CHARS = 500;
 
@@ -83,7 +79,7 @@ export function validate(
     if (typeof note !== "string") throw badRequest(`The note for "${key}" must be a string`);
     if (note.length > MAX_NOTE_CHARS)
       throw badRequest(`The note for "${key}" is longer than ${MAX_NOTE_CHARS} characters`);
-    const id = key.replace(INVISIBLE, "").trim();
+    const id = cleanIdentifier(key);
     const normal = known.has(id) ? id : known.has(id.toLowerCase()) ? id.toLowerCase() : undefined;
     if (normal && note.trim()) lists.notes[normal] = note.trim();
   }
@@ -91,22 +87,11 @@ export function validate(
 }
 
 function checkEntry(service: AllowlistService, entry: unknown): string {
-  const invalid = () => badRequest(`Invalid ${service} entry: ${JSON.stringify(entry)}`);
-  if (service === "telegram") {
-    if (entry === "*") return "*";
-    if (typeof entry === "number" && Number.isSafeInteger(entry)) return String(entry);
-    if (typeof entry === "string" && /^-?\d{1,20}$/.test(entry.trim()))
-      return normalizeIdentifier("telegram", entry);
-    throw invalid();
+  try {
+    return parseIdentifier(service, entry, { wildcard: true });
+  } catch (error) {
+    if (error instanceof IdentifierError)
+      throw badRequest(`Invalid ${service} entry: ${JSON.stringify(entry)}`);
+    throw error;
   }
-  if (typeof entry !== "string") throw invalid();
-  const text = entry.replace(INVISIBLE, "").trim();
-  if (text === "*") return "*";
-  if (service === "email") {
-    const email = text.toLowerCase();
-    if (!EMAIL.test(email) || email.length > 320) throw invalid();
-    return email;
-  }
-  if (!E164.test(text)) throw invalid();
-  return text;
 }

@@ -2,6 +2,7 @@ import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { StringEnum, Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
 import { normalizeIdentifier } from "../allowlist/allowlist.js";
+import { IdentifierError, isAllowlistService, parseIdentifier } from "../allowlist/identifiers.js";
 import { isChannel } from "../audience.js";
 import type { Database, Queryable } from "../db/database.js";
 import {
@@ -198,7 +199,16 @@ function identityOf(params: Params, action: string): { service: string; identifi
   const raw = params.identifier?.trim();
   if (!service) throw new ToolError(`Error: service is required for ${action}.`);
   if (!raw) throw new ToolError(`Error: identifier is required for ${action}.`);
-  return { service, identifier: isChannel(service) ? normalizeIdentifier(service, raw) : raw };
+  if (!isAllowlistService(service)) return { service, identifier: raw };
+  try {
+    return { service, identifier: parseIdentifier(service, raw) };
+  } catch (error) {
+    if (!(error instanceof IdentifierError)) throw error;
+    // One kept before identifiers were checked can still be removed.
+    if (action === "remove_identity")
+      return { service, identifier: isChannel(service) ? normalizeIdentifier(service, raw) : raw };
+    throw new ToolError(`Error: ${error.message}`);
+  }
 }
 
 function taken(service: string, identifier: string): ToolError {
