@@ -15,11 +15,14 @@ export interface IncomingMessage {
   idempotencyKey?: string | undefined;
   /** Names the `/stop` answer sent back on a channel (so a repeated update answers once). */
   stopKey: string;
+  /** What it says, for the owner's notice about someone no agent answers. */
+  text: string | undefined;
   /**
-   * Builds what is kept of the message, once it is admitted (a route stores inline files then);
+   * Builds what is kept of the message, once it is admitted, for the agent it goes to (a route
+   * stores inline files then, in that agent's uploads: `undefined` is the main agent, the owner's);
    * `discard` undoes that when the message is not saved, or repeats one already saved.
    */
-  payload: () => Promise<{ payload: InboxPayload; discard: () => Promise<void> }>;
+  payload: (agentId: number | undefined) => Promise<{ payload: InboxPayload; discard: () => Promise<void> }>;
 }
 
 export type Taken =
@@ -67,17 +70,13 @@ export async function takeMessage(deps: IntakeDeps, message: IncomingMessage): P
   }
   let routed: { agentId: number; from: string } | undefined;
   if (isChannel(source) && sender !== null && !fromOwner) {
-    const route = await deps.people.route(source, sender, async () => {
-      const { payload, discard } = await message.payload();
-      await discard();
-      return payload.message;
-    });
+    const route = await deps.people.route(source, sender, async () => message.text);
     if (route.kind === "dropped") return { kind: "dropped" };
     routed = { agentId: route.agentId, from: route.label };
   }
   const missing = deps.notReady?.();
   if (missing) throw new NotReadyError(missing);
-  const built = await message.payload();
+  const built = await message.payload(routed?.agentId);
   const { discard } = built;
   const payload = routed ? { ...built.payload, ...routed } : built.payload;
   let submitted: Submitted;
