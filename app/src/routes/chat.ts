@@ -76,6 +76,11 @@ function chatHandler(deps: ChatDeps): Handler {
     // A message sent without a source is the owner's at a terminal: one name for it everywhere.
     const source = body.source ?? "cli";
     const sender = body.sender ?? null;
+    if (body.turn !== undefined && !source.startsWith("plugin:")) {
+      throw badRequest(
+        "Invalid request: turn: only a plugin's message (source plugin:<name>/<tool>) names the turn that started its run",
+      );
+    }
     // Answers kept from here on, while the message waits, may reach an open console at once.
     const sinceSubmit = deps.live.latest;
     let taken: Taken;
@@ -87,6 +92,7 @@ function chatHandler(deps: ChatDeps): Handler {
         idempotencyKey: body.idempotencyKey,
         stopKey: `stop:${source}:${body.idempotencyKey ?? Date.now()}`,
         text: body.message,
+        turn: body.turn,
         payload: async (agentId) => {
           // Its files are the agent's it goes to: a contact's land in their agent's uploads.
           const areas = deps.areas.of(agentId);
