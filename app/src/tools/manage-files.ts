@@ -56,7 +56,7 @@ Actions:
 Paths you get here can be passed to plugins as file parameters, to run_python, and attached to messages.${
     areas.isSubagent
       ? ""
-      : `\nEach subagent's files (its uploads, workspace, python and plugin_output) are under ${join(areas.root, "agents", "<agent id>")}/, by absolute path.`
+      : `\nEach subagent's files (its uploads, workspace, python and plugin_output) are under ${join(areas.root, "agents", "<agent id>")}/: name them by absolute path, and copy a file into a subagent's workspace to give it one.`
   }`;
   const path = async (value: string | undefined, what = "filename"): Promise<string> => {
     if (!value?.trim()) throw new ToolError(`This action needs '${what}'.`);
