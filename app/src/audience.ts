@@ -1,7 +1,8 @@
 /**
  * Who a turn answers. A person's message is answered where it came from; a turn no person started
  * (a plugin's async result, a cron entry, the coder, an upload) answers the owner: on their first
- * push channel when they have one, else on their console (the next CLI or web reply shows it).
+ * push channel when they have one, else on their console (the next CLI or web reply shows it);
+ * but a plugin's result for a run a subagent started answers that subagent's person.
  */
 
 /** Channels the assistant pushes messages to. */
@@ -56,13 +57,25 @@ export function ownerDestination(owner: OwnerContact): Destination {
   return CONSOLE;
 }
 
-/** Where the answer to a message from `source`/`sender` goes. */
+/**
+ * Where the answer to a message from `source`/`sender` goes; a turn no person started that names
+ * the person it answers (`replyTo`: a plugin's result for a run a subagent started for them) goes
+ * to them.
+ */
 export function destinationFor(
-  entry: { source: string | null; sender: string | null },
+  entry: {
+    source: string | null;
+    sender: string | null;
+    payload?: { replyTo?: { channel: string; recipient: string } | undefined } | undefined;
+  },
   owner: OwnerContact,
 ): Destination {
   if (isChannel(entry.source) && entry.sender) {
     return { kind: "channel", channel: entry.source, recipient: entry.sender };
+  }
+  const replyTo = entry.payload?.replyTo;
+  if (replyTo && isChannel(replyTo.channel)) {
+    return { kind: "channel", channel: replyTo.channel, recipient: replyTo.recipient };
   }
   if (startedByNobody(entry.source)) return ownerDestination(owner);
   // The owner's console, or a caller that waited for the reply over HTTP; a reply nobody received

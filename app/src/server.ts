@@ -42,6 +42,8 @@ import { addScheduleRoutes, type ScheduleRouteDeps } from "./routes/schedule.js"
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   db: Database;
+  /** The owner's uploads (`POST /api/upload`). */
+  uploadsDir: string;
   /** The owner's live events (`GET /api/events`). */
   live: LiveEvents;
   password: string;

@@ -280,4 +280,26 @@ describe("people other than the owner on Signal", () => {
     expect(String(notices[0]?.message)).toContain(`Signal ${NEWCOMER}`);
     expect(String(notices[0]?.message)).toContain("who is this?");
   });
+
+  it("keeps a contact's attachment in their agent's own uploads, not the owner's", async () => {
+    const agent = await app.db.query<{ id: number }>("SELECT id FROM agents WHERE name = 'signal helper'");
+    const uploads = join(env.dir, "files", "agents", String(agent.rows[0]!.id), "uploads");
+    const calls = fake.requests.length;
+    fake.enqueue(textTurn("Nice picture."));
+    await inbound(
+      {
+        source: FRIEND,
+        message: "my picture",
+        attachments: [
+          { filename: "me.jpg", contentType: "image/jpeg", data: Buffer.from("me").toString("base64") },
+        ],
+      },
+      1,
+    );
+    const told = fake.requests[calls]?.lastUserText ?? "";
+    expect(JSON.stringify(fake.requests[calls]?.body.system)).toContain("You answer Friend on Signal.");
+    const stored = /me\.jpg \(image\/jpeg, 2 bytes\), stored at (\S+)\./.exec(told)?.[1] ?? "";
+    expect(stored.startsWith(uploads + "/")).toBe(true);
+    expect(readFileSync(stored, "utf8")).toBe("me");
+  });
 });

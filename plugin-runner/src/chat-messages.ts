@@ -24,10 +24,20 @@ const MAX_CHAT_FILES_CHARS = CHAT_BODY_LIMIT_BYTES - MESSAGE_ROOM_BYTES;
 /**
  * The chat message carrying an async tool's result back to the app: the outcome as a synchronous
  * run answers it (`pluginResult`), which the app turns into the model's text as it does that one.
- * Files that would not fit in a message are left out with a warning.
+ * Files that would not fit in a message are left out with a warning. `turn`: the app's turn that
+ * started the run, so the result goes back to that turn's agent (absent: the main agent's).
  */
-export function toolResultMessage(plugin: string, tool: string, outcome: RunOutcome): ChatRequest {
-  return { source: `plugin:${plugin}/${tool}`, pluginResult: { plugin, tool, outcome: carried(outcome) } };
+export function toolResultMessage(
+  plugin: string,
+  tool: string,
+  outcome: RunOutcome,
+  turn?: number,
+): ChatRequest {
+  return {
+    source: `plugin:${plugin}/${tool}`,
+    pluginResult: { plugin, tool, outcome: carried(outcome) },
+    ...(turn !== undefined ? { turn } : {}),
+  };
 }
 
 /** The chat message reporting how an async init script ended. */

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdir, readFile, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { errorMessage, writeFileAtomic } from "@stavrobot/common";
+import { errorMessage, turnIdSchema, writeFileAtomic } from "@stavrobot/common";
 import type { Logger, Outbox } from "@stavrobot/common";
 import { fence } from "./chat-messages.js";
 
@@ -10,6 +10,8 @@ export interface RunningRecord {
   plugin: string;
   /** The tool's name, or undefined for an init script. */
   tool?: string;
+  /** The app's turn that started it: its result (or its loss) reports back there. */
+  turn?: number;
   startedAt: string;
 }
 
@@ -77,5 +79,7 @@ function interruptedMessage(record: RunningRecord) {
   const head = record.tool
     ? `The run of tool "${record.tool}" (plugin "${record.plugin}") failed:`
     : `Init script for plugin "${record.plugin}" failed:`;
-  return { source, message: `${head}\n${fence(text)}` };
+  // A record from before turns were kept, or one not a number, reports to the main agent.
+  const turn = turnIdSchema.safeParse(record.turn);
+  return { source, message: `${head}\n${fence(text)}`, ...(turn.success ? { turn: turn.data } : {}) };
 }

@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener } from "node:http";
 import {
   TURN_HEADER,
+  turnIdSchema,
   Router,
   addStateArchiveRoute,
   approveRequestSchema,
@@ -125,13 +126,14 @@ export function buildRoutes(deps: ServerDeps): Router {
     })
     .post("/bundles/:name/tools/:tool/run", async ({ req, params }) => {
       const input = await readParameters(req, limit);
-      // The app's turn this run is for (its sender may follow the tool's progress).
-      const turn = Number(req.headers[TURN_HEADER]);
+      // The app's turn this run is for: its sender may follow the tool's progress, and an async
+      // run's result goes back to it (the app routes it to that turn's agent).
+      const turn = turnIdSchema.safeParse(Number(req.headers[TURN_HEADER]));
       const answer = await tools.run(
         params.name ?? "",
         params.tool ?? "",
         input,
-        Number.isSafeInteger(turn) && turn > 0 ? turn : undefined,
+        turn.success ? turn.data : undefined,
       );
       if (answer.kind === "started") return { status: 202, json: { status: "running" } };
       // A tool that failed is an answer like any other: the request itself was fine.

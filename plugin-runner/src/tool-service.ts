@@ -41,7 +41,10 @@ export type RunAnswer = { kind: "done"; outcome: RunOutcome } | { kind: "started
 export class ToolService {
   constructor(private readonly deps: ToolServiceDeps) {}
 
-  /** `turn`: the app's turn the run is for, whose sender may follow the tool's progress. */
+  /**
+   * `turn`: the app's turn the run is for, whose sender may follow the tool's progress and which
+   * an async run's result names, so the app hands it to that turn's agent.
+   */
   async run(
     pluginName: string,
     toolName: string,
@@ -93,7 +96,8 @@ export class ToolService {
         ),
       };
     }
-    const id = await running.begin({ plugin: pluginName, tool: toolName });
+    // The turn goes with the run (its record too): the result reports back to whoever started it.
+    const id = await running.begin({ plugin: pluginName, tool: toolName, ...(turn ? { turn } : {}) });
     background.run(`${pluginName}/${toolName}`, async () => {
       let outcome: RunOutcome;
       try {
@@ -106,7 +110,7 @@ export class ToolService {
         });
         outcome = { success: false, error: "The plugin runner could not run the tool (internal error)." };
       }
-      await outbox.enqueue(toolResultMessage(pluginName, toolName, outcome), { id });
+      await outbox.enqueue(toolResultMessage(pluginName, toolName, outcome, turn), { id });
       await running.end(id);
     });
     return { kind: "started" };

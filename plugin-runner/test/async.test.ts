@@ -1,7 +1,7 @@
 import { rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { chatRequestSchema, silentLogger } from "@stavrobot/common";
+import { TURN_HEADER, chatRequestSchema, silentLogger } from "@stavrobot/common";
 import { freePort } from "@stavrobot/common/test-support";
 import type { FakeApp, TestPluginHost } from "./helpers.js";
 import {
@@ -85,6 +85,35 @@ describe("async tools and the outbox", () => {
       tool: "broken",
       outcome: { success: false, error: "async failure" },
     });
+  });
+
+  it("sends a result back naming the app's turn that started the run, and none for a run without one", async () => {
+    const app = await startFakeApp();
+    cleanups.push(() => app.close());
+    const t = await startPluginHost({ appUrl: app.url });
+    cleanups.push(async () => {
+      await t.close();
+      rmSync(t.root, { recursive: true, force: true });
+    });
+    const name = asyncPlugin(t);
+
+    const run = (headers: Record<string, string>) =>
+      fetch(`${t.url}/bundles/${name}/tools/broken/run`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${SECRET}`, "Content-Type": "application/json", ...headers },
+        body: "{}",
+      });
+    expect((await run({ [TURN_HEADER]: "42" })).status).toBe(202);
+    await vi.waitFor(() => expect(app.messages).toHaveLength(1), 10_000);
+    expect(app.messages[0]?.turn).toBe(42);
+    // An older app names no turn (and a header that is no turn id is none): the result carries none.
+    const without: Record<string, string>[] = [{}, { [TURN_HEADER]: "3000000000" }, { [TURN_HEADER]: "-1" }];
+    for (const headers of without) {
+      expect((await run(headers)).status).toBe(202);
+    }
+    await vi.waitFor(() => expect(app.messages).toHaveLength(4), 10_000);
+    for (const message of app.messages.slice(1)) expect(message).not.toHaveProperty("turn");
+    for (const message of app.messages) expect(chatRequestSchema.safeParse(message).success).toBe(true);
   });
 
   it("gives each result its own idempotency key and repeats it on every attempt", async () => {

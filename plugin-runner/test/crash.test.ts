@@ -1,7 +1,7 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { silentLogger } from "@stavrobot/common";
+import { TURN_HEADER, silentLogger } from "@stavrobot/common";
 import type { ServiceProcess } from "@stavrobot/common/test-support";
 import { freePort, processesMatching, startServiceProcess } from "@stavrobot/common/test-support";
 import { createIsolation, pluginUserName } from "../src/users.js";
@@ -73,9 +73,14 @@ describe.each(sandboxModes())("an async run cut off by the runner's death (%s sa
       const first = await startMain(root, port, app.url, plain);
       services.push(first);
       expect(await first.healthy()).toMatchObject({ sandbox: { mode } });
+      // Started by the app's turn 77: the report of its loss goes back to that turn.
       const started = await fetch(`http://127.0.0.1:${port}/bundles/${name}/tools/long/run`, {
         method: "POST",
-        headers: { Authorization: `Bearer ${SECRET}`, "Content-Type": "application/json" },
+        headers: {
+          Authorization: `Bearer ${SECRET}`,
+          "Content-Type": "application/json",
+          [TURN_HEADER]: "77",
+        },
         body: "{}",
       });
       expect(started.status).toBe(202);
@@ -90,7 +95,7 @@ describe.each(sandboxModes())("an async run cut off by the runner's death (%s sa
       const second = await startMain(root, port, app.url, plain);
       services.push(second);
       await vi.waitFor(() => expect(app.messages).toHaveLength(1), 10_000);
-      expect(app.messages[0]).toMatchObject({ source: `plugin:${name}/long` });
+      expect(app.messages[0]).toMatchObject({ source: `plugin:${name}/long`, turn: 77 });
       expect(app.messages[0]?.message).toMatch(
         new RegExp(`^The run of tool "long" \\(plugin "${name}"\\) failed:\\n`),
       );

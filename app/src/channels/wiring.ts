@@ -21,7 +21,8 @@ export interface ChannelWiringDeps {
   inbox: InboxStore;
   internalSecret: string;
   publicHostname: string;
-  uploadsDir: string;
+  /** The uploads of an agent (`undefined`: the main agent's, the owner's): a contact's files land in their agent's. */
+  uploadsOf: (agentId: number | undefined) => string;
   /** The signal-bridge's client, made only when Signal is configured. */
   signalBridge: () => ServiceClient;
   /** An answer or a notice was kept for the owner's console with nobody waiting for it. */
@@ -145,7 +146,7 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     void worker.kick();
   };
   const mediaFetcher = telegramApi
-    ? new TelegramMediaFetcher(telegramApi, deps.uploadsDir, inbox, logger.child("telegram"))
+    ? new TelegramMediaFetcher(telegramApi, deps.uploadsOf, inbox, logger.child("telegram"))
     : undefined;
   return {
     ownerIds,

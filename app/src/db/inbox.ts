@@ -26,6 +26,11 @@ export interface InboxPayload {
   /** How that agent sees the sender (the interlocutor's display name, or "name (ID: n)" of an agent). */
   from?: string | undefined;
   /**
+   * The person a turn no person started answers, when it is not the owner: a plugin's result for a
+   * run a subagent started in its conversation with them (`channel` is where they wrote from).
+   */
+  replyTo?: { channel: string; recipient: string } | undefined;
+  /**
    * What the owner calls it, for a message no person wrote (a reminder's note, a plugin's tool):
    * its notification and the web chat's history show this instead of the model's instructions.
    */
@@ -64,6 +69,21 @@ interface InboxRow {
 }
 
 const columns = "id, received_at, source, sender, payload, status, attempts, outcome";
+
+/**
+ * Where an entry came from and which agent's conversation it joined (absent: none such), read
+ * whatever its state: a plugin's run started in that turn reports back there.
+ */
+export async function entryOrigin(
+  db: Queryable,
+  id: number,
+): Promise<Pick<InboxEntry, "source" | "sender" | "payload"> | undefined> {
+  const result = await db.query<Pick<InboxRow, "source" | "sender" | "payload">>(
+    "SELECT source, sender, payload FROM inbox WHERE id = $1",
+    [id],
+  );
+  return result.rows[0];
+}
 
 function toEntry(row: InboxRow): InboxEntry {
   return {

@@ -39,17 +39,19 @@ export class AnswerDelivery {
     answer: Answer,
   ): Promise<void> {
     const { inbox, store, worker, owner } = this.deps;
-    // A subagent's turn that another agent started: its text reaches nobody (it speaks through its
-    // send tools); only a failure is the owner's to hear about.
+    const destination = destinationFor(entry, owner);
+    // A subagent's turn no person of its own started (another agent wrote to it, a plugin's result
+    // for a run it started with nobody): its text reaches nobody (it speaks through its send
+    // tools), never the owner; only a failure is the owner's to hear about.
     if (
-      entry.source === "agent" &&
       (entry.payload?.agentId ?? MAIN_AGENT_ID) !== MAIN_AGENT_ID &&
+      startedByNobody(entry.source) &&
+      !entry.payload?.replyTo &&
       answer.kind !== "error"
     ) {
       inbox.noteSeen([entry.id]);
       return;
     }
-    const destination = destinationFor(entry, owner);
     if (destination.kind === "console") {
       inbox.noteUnseen(entry.id);
       // A console message's own caller gets its answer in the HTTP reply; nobody waits for these.

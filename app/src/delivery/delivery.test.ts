@@ -213,4 +213,38 @@ describe("answers to their audience", () => {
     ]);
     await worker.stop();
   });
+
+  it("takes a subagent's plugin result to its person, to nobody without one, and only its failure to the owner", async () => {
+    const channel = new ScriptedChannel();
+    const worker = new DeliveryWorker({ store, channels: { telegram: channel }, logger: silentLogger });
+    worker.start();
+    const answers = new AnswerDelivery({
+      compose: composeFor,
+      inbox,
+      store,
+      worker,
+      owner: { telegram: "1001" },
+      logger: silentLogger,
+    });
+    const source = "plugin:radar/scan";
+    const forFriend = { agentId: 2, replyTo: { channel: "telegram", recipient: "2002" } };
+    const forNobody = { agentId: 2 };
+    const entries = [
+      { payload: forFriend, answer: { kind: "reply" as const, text: "Rain at five, Friend." } },
+      { payload: forNobody, answer: { kind: "reply" as const, text: "Noted the rain." } },
+      { payload: forNobody, answer: { kind: "error" as const, text: "The model is unreachable." } },
+      { payload: {}, answer: { kind: "reply" as const, text: "Rain at five." } },
+    ];
+    for (const { payload, answer } of entries) {
+      const { entry } = await inbox.add(source, null, { message: "result", attachments: [], ...payload });
+      await answers.deliver(entry, answer);
+    }
+    await worker.kick();
+    expect(channel.sent.sort()).toEqual([
+      "1001:Rain at five.",
+      "1001:The model is unreachable.",
+      "2002:Rain at five, Friend.",
+    ]);
+    await worker.stop();
+  });
 });

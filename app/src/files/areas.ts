@@ -1,21 +1,54 @@
 import { lstat, mkdir, readdir, realpath, rm } from "node:fs/promises";
 import { isAbsolute, join, relative, resolve, sep } from "node:path";
+import { MAIN_AGENT_ID } from "../db/messages.js";
+
+/** Below the owner's files root: one directory per subagent, holding that agent's own areas. */
+const AGENTS_DIR = "agents";
 
 /**
- * The file areas the assistant works with, all under `$DATA_DIR/files` (owner-only):
- * `uploads/` (files people sent), `workspace/` (manage_files, text to speech), `plugin_output/<plugin>/`
- * and `python/` (files tools returned). Any file here may be handed to a plugin or a Python run and
- * attached to a message; nothing outside may.
+ * The file areas an agent works with. The owner's (the main agent's) are `$DATA_DIR/files`
+ * (owner-only): `uploads/` (files people sent), `workspace/` (manage_files, text to speech),
+ * `plugin_output/<plugin>/` and `python/` (files tools returned). A subagent's are the same four
+ * under `agents/<id>/`: what its contact sends lands there, its tools read and write only there,
+ * and any path of the owner's (or of another agent's) is refused. The owner's agent reaches every
+ * subagent's files by their absolute paths (they lie under its root). Any file in an agent's areas
+ * may be handed to a plugin or a Python run and attached to a message; nothing outside may.
  */
 export class FileAreas {
   readonly uploads: string;
   readonly workspace: string;
   readonly python: string;
+  /** The subagent's own areas, made the first time each is asked for (owner's areas only). */
+  private readonly subagents = new Map<number, FileAreas>();
+  /** A subagent's directories, made with its first path (the owner's are made at start). */
+  private made: Promise<void> | undefined;
 
-  constructor(readonly root: string) {
+  /** `agentId`: whose areas these are (the main agent's: the owner's, at the files root). */
+  constructor(
+    readonly root: string,
+    readonly agentId = MAIN_AGENT_ID,
+  ) {
     this.uploads = join(root, "uploads");
     this.workspace = join(root, "workspace");
     this.python = join(root, "python");
+  }
+
+  /** Whether these are a subagent's areas (a contact's agent), not the owner's. */
+  get isSubagent(): boolean {
+    return this.agentId !== MAIN_AGENT_ID;
+  }
+
+  /** The areas of `agentId`: these for the main agent, a subagent's own under `agents/<id>/`. */
+  of(agentId: number | undefined): FileAreas {
+    if (agentId === undefined || agentId === this.agentId) return this;
+    if (this.isSubagent) throw new Error(`agent ${this.agentId}'s file areas hold no other agent's`);
+    let areas = this.subagents.get(agentId);
+    if (!areas) {
+      if (!Number.isSafeInteger(agentId) || agentId < 1) throw new Error(`no agent ${agentId}`);
+      areas = new FileAreas(join(this.root, AGENTS_DIR, String(agentId)), agentId);
+      this.subagents.set(agentId, areas);
+    }
+    return areas;
   }
 
   pluginOutput(plugin: string): string {
@@ -29,11 +62,30 @@ export class FileAreas {
   }
 
   /**
+   * Whether a resolved path is a file someone sent: in these uploads, or (the owner's agent) in a
+   * subagent's uploads.
+   */
+  isUpload(resolved: string): boolean {
+    if (resolved.startsWith(this.uploads + sep)) return true;
+    if (this.isSubagent) return false;
+    const parts = relative(this.root, resolved).split(sep);
+    return (
+      parts.length > 3 && parts[0] === AGENTS_DIR && /^\d+$/.test(parts[1] ?? "") && parts[2] === "uploads"
+    );
+  }
+
+  /**
    * Resolves a path the model gave: relative paths are inside `base` (the workspace by default),
-   * absolute ones must lie under the files root. `..` segments, paths leaving the root and symlinks
-   * anywhere on the way are refused. The file itself need not exist (for writes).
+   * absolute ones must lie under these areas' root (a subagent's: its own directory, never the
+   * owner's). `..` segments, paths leaving the root and symlinks anywhere on the way are refused.
+   * The file itself need not exist (for writes).
    */
   async resolve(path: string, base = this.workspace): Promise<string> {
+    if (this.isSubagent)
+      await (this.made ??= this.ensure().catch((error: unknown) => {
+        this.made = undefined;
+        throw error;
+      }));
     const trimmed = path.trim();
     if (!trimmed || trimmed.includes("\0")) throw new FileAreaError("A file path is needed.");
     if (trimmed.split(/[\\/]/).includes(".."))
@@ -41,7 +93,11 @@ export class FileAreas {
     const target = isAbsolute(trimmed) ? resolve(trimmed) : resolve(base, trimmed);
     const rel = relative(this.root, target);
     if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
-      throw new FileAreaError(`"${path}" is outside the file areas (${this.root}).`);
+      throw new FileAreaError(
+        this.isSubagent
+          ? `"${path}" is not in your file areas (${this.root}): you can use only your own files (your uploads, workspace, Python and plugin outputs there).`
+          : `"${path}" is outside the file areas (${this.root}).`,
+      );
     }
     // No component may be a symlink: a link could lead anywhere.
     let current = this.root;
@@ -59,8 +115,8 @@ export class FileAreas {
 
   /**
    * Deletes regular files older than `maxAgeMs` under uploads, workspace, plugin outputs and Python
-   * outputs, except those in `keep` (files a message still waiting in the inbox refers to).
-   * Returns how many were removed.
+   * outputs, the subagents' included, except those in `keep` (files a message still waiting in the
+   * inbox refers to). Returns how many were removed.
    */
   async removeOlderThan(maxAgeMs: number, keep: ReadonlySet<string>, now = Date.now()): Promise<number> {
     let removed = 0;
@@ -80,8 +136,9 @@ export class FileAreas {
         }
       }
     };
-    for (const dir of [this.uploads, this.workspace, this.python, join(this.root, "plugin_output")])
-      await sweep(dir);
+    const dirs = [this.uploads, this.workspace, this.python, join(this.root, "plugin_output")];
+    if (!this.isSubagent) dirs.push(join(this.root, AGENTS_DIR));
+    for (const dir of dirs) await sweep(dir);
     return removed;
   }
 }

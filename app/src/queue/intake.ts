@@ -15,11 +15,19 @@ export interface IncomingMessage {
   idempotencyKey?: string | undefined;
   /** Names the `/stop` answer sent back on a channel (so a repeated update answers once). */
   stopKey: string;
+  /** What it says, for the owner's notice about someone no agent answers. */
+  text: string | undefined;
   /**
-   * Builds what is kept of the message, once it is admitted (a route stores inline files then);
+   * The turn (inbox id) that started the run a plugin's message reports: the message goes back
+   * to that turn's agent and person (`PeopleRouter.resultRoute`). Only a plugin's source carries it.
+   */
+  turn?: number | undefined;
+  /**
+   * Builds what is kept of the message, once it is admitted, for the agent it goes to (a route
+   * stores inline files then, in that agent's uploads: `undefined` is the main agent, the owner's);
    * `discard` undoes that when the message is not saved, or repeats one already saved.
    */
-  payload: () => Promise<{ payload: InboxPayload; discard: () => Promise<void> }>;
+  payload: (agentId: number | undefined) => Promise<{ payload: InboxPayload; discard: () => Promise<void> }>;
 }
 
 export type Taken =
@@ -34,8 +42,11 @@ export interface IntakeDeps {
   allowlist: Pick<Allowlist, "isAllowed" | "isOwner">;
   /** Sends a short text to someone on a channel through the deliveries (the answer to `/stop`). */
   tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
-  /** Where a channel message from anyone but the owner goes (their interlocutor's agent). */
-  people: Pick<PeopleRouter, "route">;
+  /**
+   * Where a channel message from anyone but the owner goes (their interlocutor's agent), and a
+   * plugin's message about a run a subagent started (back to it).
+   */
+  people: Pick<PeopleRouter, "route" | "resultRoute">;
   /** Why no turn can run yet (no provider key), or undefined: such a message is refused, not kept. */
   notReady?: () => string | undefined;
   logger: Logger;
@@ -65,19 +76,17 @@ export async function takeMessage(deps: IntakeDeps, message: IncomingMessage): P
     if (isChannel(source) && sender) await deps.tell(source, sender, response, message.stopKey);
     return { kind: "stopped", response };
   }
-  let routed: { agentId: number; from: string } | undefined;
+  let routed: Pick<InboxPayload, "agentId" | "from" | "replyTo"> | undefined;
   if (isChannel(source) && sender !== null && !fromOwner) {
-    const route = await deps.people.route(source, sender, async () => {
-      const { payload, discard } = await message.payload();
-      await discard();
-      return payload.message;
-    });
+    const route = await deps.people.route(source, sender, async () => message.text);
     if (route.kind === "dropped") return { kind: "dropped" };
     routed = { agentId: route.agentId, from: route.label };
+  } else if (message.turn !== undefined && source?.startsWith("plugin:")) {
+    routed = await deps.people.resultRoute(message.turn);
   }
   const missing = deps.notReady?.();
   if (missing) throw new NotReadyError(missing);
-  const built = await message.payload();
+  const built = await message.payload(routed?.agentId);
   const { discard } = built;
   const payload = routed ? { ...built.payload, ...routed } : built.payload;
   let submitted: Submitted;

@@ -1,6 +1,7 @@
 import type { Logger } from "@stavrobot/common";
-import { type Channel } from "../audience.js";
+import { isChannel, type Channel } from "../audience.js";
 import type { Queryable } from "../db/database.js";
+import { entryOrigin, type InboxPayload } from "../db/inbox.js";
 import { MAIN_AGENT_ID, firstNoticeToday, getAgent, interlocutorByIdentity } from "../db/people.js";
 import { zonedParts } from "../zoned-date.js";
 
@@ -10,6 +11,9 @@ export type Routed =
   | { kind: "agent"; agentId: number; label: string }
   /** Nowhere: nothing is kept and no turn runs (the owner may have been told, see `PeopleRouter`). */
   | { kind: "dropped" };
+
+/** Where a plugin's message about a run goes when a subagent's turn started the run. */
+export type ResultRoute = Required<Pick<InboxPayload, "agentId" | "from">> & Pick<InboxPayload, "replyTo">;
 
 export interface PeopleRouterDeps {
   db: Queryable;
@@ -71,6 +75,39 @@ export class PeopleRouter {
     );
     logger.info("told the owner about a message from someone with no agent", { channel, sender });
     return { kind: "dropped" };
+  }
+
+  /**
+   * Where a plugin's message about a run started in turn `turn` (an inbox id) goes: back to the
+   * subagent whose turn it was, answering the person that turn answered (while they are still
+   * enabled and assigned to it), or, for a run the main agent started or a turn not found, to the
+   * main agent as every plugin message went before (`undefined`).
+   */
+  async resultRoute(turn: number): Promise<ResultRoute | undefined> {
+    const { db, logger } = this.deps;
+    const origin = await entryOrigin(db, turn);
+    const agentId = origin?.payload.agentId ?? MAIN_AGENT_ID;
+    if (!origin || agentId === MAIN_AGENT_ID) {
+      if (!origin) logger.warn("a plugin's message names a turn that does not exist", { turn });
+      return undefined;
+    }
+    if (!(await getAgent(db, agentId))) {
+      logger.warn("a plugin's message names a turn of an agent that is gone", { turn, agentId });
+      return undefined;
+    }
+    const person =
+      isChannel(origin.source) && origin.sender
+        ? { channel: origin.source, recipient: origin.sender }
+        : origin.payload.replyTo;
+    const record = person && (await interlocutorByIdentity(db, person.channel, person.recipient));
+    if (!person || !record?.enabled || record.agent_id !== agentId) {
+      return { agentId, from: "a plugin run you started" };
+    }
+    return {
+      agentId,
+      from: `a plugin run you started for ${record.display_name}`,
+      replyTo: person,
+    };
   }
 }
 

@@ -20,7 +20,7 @@ import { withTranscripts } from "../media/voice.js";
 import type { ModelWing } from "../model/wiring.js";
 import { describePluginsForPrompt } from "../plugins/plugin-list.js";
 import { redactManagePluginsArguments } from "../tools/manage-plugins.js";
-import type { AnyAgentTool } from "../tools/result.js";
+import type { ToolSets } from "../tools/wiring.js";
 import type { UsageWing } from "../usage/wiring.js";
 import type { CurrentTurn } from "./current-turn.js";
 import { InboxLifecycle } from "./lifecycle.js";
@@ -59,7 +59,8 @@ export function wireTurn(options: {
   basePrompt: string;
   model: ModelWing;
   usage: UsageWing;
-  tools: AnyAgentTool[];
+  /** The main agent's tools, and each subagent's on its own files. */
+  tools: ToolSets;
   inbox: InboxStore;
   channels: Pick<ChannelWiring, "answers" | "ownerContact" | "mediaFetcher" | "tell" | "notices">;
   pluginRunner: ServiceClient;
@@ -87,7 +88,7 @@ export function wireTurn(options: {
     compose: ({ knowledge, plugins }) =>
       buildSystemPrompt({
         basePrompt: options.basePrompt,
-        toolNames: tools.map((tool) => tool.name),
+        toolNames: tools.main.map((tool) => tool.name),
         customPrompt: config.customPrompt,
         publicHostname: options.publicHostname,
         timezone,
@@ -141,9 +142,9 @@ export function wireTurn(options: {
           : (wing.notConfigured ?? "No API key for the configured provider.");
       },
     });
-  const engine = engineOf({ conversation, tools: () => tools, systemPrompt: () => systemPrompt.get() });
+  const engine = engineOf({ conversation, tools: () => tools.main, systemPrompt: () => systemPrompt.get() });
   // A subagent's turn: its own conversation, its own prompt and only the tools it may use, read
-  // from its record at every turn (the main agent may have changed it).
+  // from its record at every turn (the main agent may have changed it), each bound to its own files.
   const turns: AgentTurns = new AgentTurns({ conversation, engine }, (agentId) => {
     const own = new ConversationStore(db, agentId, onWrite);
     let record: AgentRecord | undefined;
@@ -162,7 +163,7 @@ export function wireTurn(options: {
               : "",
         });
       },
-      tools: () => (record ? toolsForAgent(tools, record) : []),
+      tools: () => (record ? toolsForAgent(tools.forAgent(agentId), record) : []),
     });
     return { conversation: own, engine: subagent };
   });

@@ -18,6 +18,7 @@ import {
 import { isDatabaseUnavailable } from "../db/database.js";
 import { retryLater } from "./outage.js";
 import type { Allowlist } from "../allowlist/allowlist.js";
+import type { FileAreas } from "../files/areas.js";
 import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { CHANNEL_SOURCES, isOwnerConsole, shownSource } from "../audience.js";
 import { describePluginRun } from "../plugins/result.js";
@@ -35,9 +36,11 @@ export const SAVED_WILL_RUN_REPLY =
 export interface ChatDeps extends IntakeDeps {
   queue: MessageQueue;
   inbox: InboxStore;
-  uploadsDir: string;
-  /** Where plugins' output files are kept (`plugin_output/<plugin>/` below it). */
-  filesDir: string;
+  /**
+   * The owner's file areas: a message's files are kept in the uploads of the agent it goes to, a
+   * plugin's returned files in that agent's `plugin_output/<plugin>/` (`FileAreas.of`).
+   */
+  areas: FileAreas;
   allowlist: Allowlist;
   logger: Logger;
   /** A message explaining what configuration is missing, or undefined when the app is ready. */
@@ -73,6 +76,11 @@ function chatHandler(deps: ChatDeps): Handler {
     // A message sent without a source is the owner's at a terminal: one name for it everywhere.
     const source = body.source ?? "cli";
     const sender = body.sender ?? null;
+    if (body.turn !== undefined && !source.startsWith("plugin:")) {
+      throw badRequest(
+        "Invalid request: turn: only a plugin's message (source plugin:<name>/<tool>) names the turn that started its run",
+      );
+    }
     // Answers kept from here on, while the message waits, may reach an open console at once.
     const sinceSubmit = deps.live.latest;
     let taken: Taken;
@@ -83,13 +91,17 @@ function chatHandler(deps: ChatDeps): Handler {
         isStop: isStop(body),
         idempotencyKey: body.idempotencyKey,
         stopKey: `stop:${source}:${body.idempotencyKey ?? Date.now()}`,
-        payload: async () => {
-          const attachments = await checkAttachments(body.attachments ?? [], deps.uploadsDir);
-          const written = await storeFiles(decodeInlineFiles(body), deps.uploadsDir);
+        text: body.message,
+        turn: body.turn,
+        payload: async (agentId) => {
+          // Its files are the agent's it goes to: a contact's land in their agent's uploads.
+          const areas = deps.areas.of(agentId);
+          const attachments = await checkAttachments(body.attachments ?? [], areas.uploads);
+          const written = await storeFiles(decodeInlineFiles(body), areas.uploads);
           // A plugin's result becomes the model's text as a synchronous run's does; the images it
           // returned are attached too, for the model to see.
           const run =
-            body.pluginResult && (await describePluginRun({ ...body.pluginResult, filesDir: deps.filesDir }));
+            body.pluginResult && (await describePluginRun({ ...body.pluginResult, filesDir: areas.root }));
           const message = [body.message, run?.text].filter((part) => part?.trim()).join("\n\n") || undefined;
           const images = run?.files.filter((file) => file.mimeType.startsWith("image/")) ?? [];
           // How the owner's notification names it (its kind says which plugin).
@@ -160,11 +172,15 @@ function isStop(body: ChatRequest): boolean {
   );
 }
 
-/** Attachments must already live in the uploads directory (no reading arbitrary files). */
+/**
+ * Attachments must already live in the uploads directory of the agent the message goes to (no
+ * reading arbitrary files, nor the owner's files for a contact's agent).
+ */
 async function checkAttachments(attachments: Attachment[], uploadsDir: string): Promise<Attachment[]> {
   // Most messages have none: no file system call (each is a hop through libuv's thread pool).
   if (attachments.length === 0) return [];
-  const root = await realpath(uploadsDir);
+  // An agent's uploads that were never made hold nothing to refer to.
+  const root = await realpath(uploadsDir).catch(() => undefined);
   const checked: Attachment[] = [];
   for (const attachment of attachments) {
     let resolved: string;
@@ -173,7 +189,7 @@ async function checkAttachments(attachments: Attachment[], uploadsDir: string): 
     } catch {
       throw badRequest(`Attachment not found: ${attachment.originalFilename}`);
     }
-    if (!resolved.startsWith(root + sep)) {
+    if (root === undefined || !resolved.startsWith(root + sep)) {
       throw badRequest(`Attachment ${attachment.originalFilename} is not in the uploads directory`);
     }
     checked.push({ ...attachment, storedPath: resolved });

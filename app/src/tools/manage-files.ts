@@ -37,7 +37,10 @@ const parameters = Type.Object({
 const MAX_FILE_BYTES = 25 * 1024 * 1024;
 const MAX_MATCHES = 100;
 
-/** The reference's files workspace, confined to the file areas (no "..", no symlinks, nothing outside). */
+/**
+ * The reference's files workspace, confined to the agent's file areas (no "..", no symlinks,
+ * nothing outside; a subagent's are its own, the owner's hold every subagent's too).
+ */
 export function createManageFilesTool(deps: { areas: FileAreas }): AgentTool<typeof parameters> {
   const { areas } = deps;
   const help = `manage_files works with files in your workspace (${areas.workspace}); other file areas (uploads, plugin and Python outputs) under ${areas.root} may be named by their absolute path.
@@ -50,7 +53,11 @@ Actions:
 - list {filename?}: the files of the workspace (or of the directory named).
 - delete {filename}; copy {source, destination}; move {source, destination}.
 - help: this text.
-Paths you get here can be passed to plugins as file parameters, to run_python, and attached to messages.`;
+Paths you get here can be passed to plugins as file parameters, to run_python, and attached to messages.${
+    areas.isSubagent
+      ? ""
+      : `\nEach subagent's files (its uploads, workspace, python and plugin_output) are under ${join(areas.root, "agents", "<agent id>")}/: name them by absolute path, and copy a file into a subagent's workspace to give it one.`
+  }`;
   const path = async (value: string | undefined, what = "filename"): Promise<string> => {
     if (!value?.trim()) throw new ToolError(`This action needs '${what}'.`);
     try {

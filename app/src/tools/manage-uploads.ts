@@ -26,7 +26,10 @@ const TEXT_EXTENSIONS = new Set(
 );
 const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
 
-/** Files people sent: read (images as images, text as text) or delete; confined to the uploads area. */
+/**
+ * Files people sent: read (images as images, text as text) or delete; confined to the agent's
+ * uploads (the owner's agent: its own and its subagents').
+ */
 export function createManageUploadsTool(deps: { areas: FileAreas }): AgentTool<typeof parameters> {
   const { areas } = deps;
   const locate = async (path: string | undefined): Promise<string> => {
@@ -38,7 +41,7 @@ export function createManageUploadsTool(deps: { areas: FileAreas }): AgentTool<t
       if (error instanceof FileAreaError) throw new ToolError(error.message);
       throw error;
     }
-    if (!resolved.startsWith(areas.uploads + "/")) throw new ToolError(`"${path}" is not an upload.`);
+    if (!areas.isUpload(resolved)) throw new ToolError(`"${path}" is not an upload.`);
     const info = await lstat(resolved).catch(() => undefined);
     if (!info?.isFile()) throw new ToolError(`Upload not found: ${path}`);
     return resolved;

@@ -31,6 +31,7 @@ import type { JsonPost, ModelCallMeter } from "../model/one-shot.js";
 export interface ToolContext {
   config: Readonly<AppConfig>;
   db: Database;
+  /** The file areas of the agent these tools are for (a subagent's are its own). */
   areas: FileAreas;
   timezone: string;
   publicHostname: string;
@@ -40,7 +41,7 @@ export interface ToolContext {
   details: PluginDetailCache;
   scheduler: ManageCronDeps["scheduler"];
   /** What the send tools share (each channel's tool exists only when the channel is configured). */
-  messaging: Omit<SendToolDeps, "channel" | "owner">;
+  messaging: Omit<SendToolDeps, "channel" | "owner" | "areas">;
   /** How one agent's message reaches another (through the queue). */
   enqueueAgentMessage: SendAgentMessageDeps["enqueue"];
   /** How tools that call a model of their own send it a request (the model client's connections). */
@@ -54,7 +55,8 @@ export interface ToolContext {
 /**
  * The tools the model gets in this configuration: the always-available ones, and each
  * conditional one only when its section is configured (so the prompt and the tool list never
- * promise what is not there).
+ * promise what is not there). Every file a tool reads, writes or hands on is in `ctx.areas`: the
+ * set is built for one agent (a subagent's tools never see the owner's files).
  */
 export function buildTools(ctx: ToolContext): AnyAgentTool[] {
   const { config, db, areas } = ctx;
@@ -81,7 +83,7 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
   for (const channel of CHANNEL_SOURCES) {
     if (!CHANNELS[channel].configured(config)) continue;
     const owner = { name: config.owner?.name, id: ctx.ownerIds[channel] };
-    conditional.push(createSendMessageTool({ ...ctx.messaging, channel, owner }));
+    conditional.push(createSendMessageTool({ ...ctx.messaging, areas, channel, owner }));
   }
   if (config.coder) {
     conditional.push(createRequestCodingTaskTool({ coder: ctx.coder, pluginRunner: ctx.pluginRunner }));

@@ -9,15 +9,27 @@ import type { PluginDetailCache } from "../plugins/detail-cache.js";
 import type { CurrentTurn } from "../queue/current-turn.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
 import type { UsageWing } from "../usage/wiring.js";
-import { buildTools } from "./registry.js";
+import { buildTools, type ToolContext } from "./registry.js";
 import type { AnyAgentTool } from "./result.js";
 import { MAIN_AGENT_ID } from "../db/people.js";
 import type { SendAgentMessageDeps } from "./send-agent-message.js";
+
+/** Every agent's tools: the same kinds, each agent's bound to its own file areas. */
+export interface ToolSets {
+  /** The main agent's (the owner's): every tool this configuration has, on the owner's files. */
+  main: AnyAgentTool[];
+  /**
+   * A subagent's, on its own files only (`agents/<id>/`), made at its first turn; what it is
+   * offered of them its record says (`toolsForAgent`).
+   */
+  forAgent(agentId: number): AnyAgentTool[];
+}
 
 /** The tools wing: every tool this configuration has, given what each needs of the other wings. */
 export function wireTools(options: {
   config: Readonly<AppConfig>;
   db: Database;
+  /** The owner's file areas (each subagent's are below them). */
   areas: FileAreas;
   timezone: string;
   publicHostname: string;
@@ -32,9 +44,9 @@ export function wireTools(options: {
   currentTurn: CurrentTurn;
   /** How one agent's message reaches another: saved in the inbox for it (the queue, wired later). */
   enqueueAgentMessage: SendAgentMessageDeps["enqueue"];
-}): AnyAgentTool[] {
+}): ToolSets {
   const { config, channels, siblings, currentTurn } = options;
-  return buildTools({
+  const context: ToolContext = {
     config,
     db: options.db,
     areas: options.areas,
@@ -50,7 +62,6 @@ export function wireTools(options: {
     modelCallMeter: options.usage.toolMeter,
     messaging: {
       allowlist: channels.allowlist,
-      areas: options.areas,
       deliveryFiles: new DeliveryFiles(options.deliveryFilesDir),
       store: channels.deliveries,
       worker: channels.worker,
@@ -59,5 +70,19 @@ export function wireTools(options: {
       db: options.db,
     },
     enqueueAgentMessage: options.enqueueAgentMessage,
-  });
+  };
+  const main = buildTools(context);
+  const subagents = new Map<number, AnyAgentTool[]>();
+  return {
+    main,
+    forAgent(agentId) {
+      if (agentId === MAIN_AGENT_ID) return main;
+      let tools = subagents.get(agentId);
+      if (!tools) {
+        tools = buildTools({ ...context, areas: options.areas.of(agentId) });
+        subagents.set(agentId, tools);
+      }
+      return tools;
+    },
+  };
 }

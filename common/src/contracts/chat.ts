@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { CHAT_MAX_FILES, idempotencyKeySchema, storableString } from "./wire.js";
 
+/** A turn's id: the inbox id of the message it runs for (the app's `inbox.id`, a 32-bit serial). */
+export const turnIdSchema = z.number().int().positive().max(2_147_483_647);
+
 /** A file already stored by the app (e.g. an upload), referenced by path. */
 export const attachmentSchema = z.strictObject({
   storedPath: storableString().min(1),
@@ -60,6 +63,13 @@ export const chatRequestSchema = z
     idempotencyKey: idempotencyKeySchema.optional(),
     /** A plugin's result (internal port: the plugin-runner's outbox). */
     pluginResult: pluginResultSchema.optional(),
+    /**
+     * A plugin's message about a run (its result, or that it was cut off): the app's turn that
+     * started the run, as the app named it in `X-Stavrobot-Turn`. The message goes back to that
+     * turn's agent and person (a subagent's run reports to the subagent); without it, to the main
+     * agent. Only a `plugin:` source may carry it.
+     */
+    turn: turnIdSchema.optional(),
   })
   .refine(
     (body) =>
@@ -95,5 +105,8 @@ export const toolProgressSchema = z.strictObject({
 });
 export type ToolProgress = z.infer<typeof toolProgressSchema>;
 
-/** The header naming the turn (its inbox id) a tool runs for, so its progress can follow. */
+/**
+ * The header naming the turn (its inbox id) a tool runs for, so its progress can follow and an
+ * async run's result goes back to that turn's agent.
+ */
 export const TURN_HEADER = "x-stavrobot-turn";

@@ -18,14 +18,15 @@ const DESCRIPTIONS: Record<TelegramMediaRef["kind"], string> = {
 
 /**
  * Fetches the files of a Telegram message when its turn is about to run (the webhook only saved
- * their ids, to answer Telegram at once). They land in the uploads area like any other upload,
- * and the inbox entry is updated, so a retried or resumed turn does not fetch them again. A file
+ * their ids, to answer Telegram at once). They land in the uploads of the agent the message went
+ * to (a contact's in their agent's, never the owner's), and the inbox entry is updated, so a retried or resumed turn does not fetch them again. A file
  * that cannot be fetched becomes a note in the text: the message itself still reaches the agent.
  */
 export class TelegramMediaFetcher {
   constructor(
     private readonly api: TelegramApi,
-    private readonly uploadsDir: string,
+    /** An agent's uploads (`undefined`: the main agent's). */
+    private readonly uploadsOf: (agentId: number | undefined) => string,
     private readonly inbox: InboxStore,
     private readonly logger: Logger,
     private readonly retryDelayMs = 1_000,
@@ -39,7 +40,7 @@ export class TelegramMediaFetcher {
     for (const { ref: stored } of media) {
       const ref = stored as TelegramMediaRef;
       try {
-        attachments.push(await this.fetch(ref));
+        attachments.push(await this.fetch(ref, this.uploadsOf(entry.payload.agentId)));
       } catch (error) {
         this.logger.warn("could not fetch a Telegram file", {
           id: entry.id,
@@ -60,7 +61,7 @@ export class TelegramMediaFetcher {
     return payload;
   }
 
-  private async fetch(ref: TelegramMediaRef): Promise<Attachment> {
+  private async fetch(ref: TelegramMediaRef, uploadsDir: string): Promise<Attachment> {
     if ((ref.size ?? 0) > TELEGRAM_DOWNLOAD_LIMIT_BYTES) {
       throw new TelegramError("it is larger than the 20 MB Telegram lets bots download", undefined);
     }
@@ -78,9 +79,9 @@ export class TelegramMediaFetcher {
         await new Promise((resolve) => setTimeout(resolve, this.retryDelayMs * attempt));
       }
     }
-    await mkdir(this.uploadsDir, { recursive: true, mode: 0o700 });
+    await mkdir(uploadsDir, { recursive: true, mode: 0o700 });
     const storedPath = join(
-      await realpath(this.uploadsDir),
+      await realpath(uploadsDir),
       `upload-${randomUUID()}${extname(ref.fileName).slice(0, 16)}`,
     );
     await writeFile(storedPath, data, { flag: "wx", mode: 0o600 });

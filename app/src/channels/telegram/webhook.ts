@@ -33,6 +33,8 @@ export function createTelegramWebhookHandler(deps: TelegramWebhookDeps): Handler
         isStop: inbound.text?.trim().toLowerCase() === "/stop" && inbound.media.length === 0,
         idempotencyKey: `telegram:${inbound.updateId}`,
         stopKey: `stop:telegram:${inbound.updateId}`,
+        text: inbound.text,
+        // Its files are fetched when its turn runs, into the uploads of the agent it went to.
         payload: async () => ({
           payload: {
             message: inbound.text,
