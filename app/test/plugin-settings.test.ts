@@ -1,18 +1,27 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { textTurn, toolTurn } from "@stavrobot/common/test-support";
-import { chat } from "./helpers/app.js";
+import { chat, configFor, createTestEnv } from "./helpers/app.js";
 import { raw, type RawResponse } from "./helpers/http.js";
+import { freePort } from "./helpers/process.js";
+import { startProduct } from "./helpers/product.js";
 import { startAdminFixture, type AdminFixture } from "./browser/helpers/fixture.js";
 
 /**
- * The owner's plugin API (`/api/settings/plugins/*`) over HTTP against the real plugin-runner and a
- * loopback git server, without a browser: what the admin UI relies on, and what a script may use.
+ * The owner's plugin API (`/api/settings/plugins/*`) over HTTP against the product (`npm start`:
+ * the app and its plugin-runner) and a loopback git server, without a browser: what the admin UI
+ * relies on, and what a script may use.
  */
 const SECRET_VALUE = "sk-weather-API-SECRET-4242";
 let t: AdminFixture;
 
-const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
-  raw(t.app.port, method, `/api/settings/plugins${path}`, {
+const api = (
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+  port = t.app.port,
+) =>
+  raw(port, method, `/api/settings/plugins${path}`, {
     headers: { "Content-Type": "application/json", ...headers },
     ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
   });
@@ -146,9 +155,19 @@ describe("the owner's plugin settings API", () => {
   });
 
   it("answers 502 when the plugin-runner is unreachable", async () => {
-    await t.closeRunner();
-    const answer = await api("GET", "/list");
-    expect(answer.status).toBe(502);
-    expect(answer.json.error).toBe("The plugin runner is unreachable.");
-  });
+    // npm start's launcher restarts a plugin-runner that stops: this one is told the runner is
+    // where nothing answers (as when it runs elsewhere and is down).
+    const env = await createTestEnv(configFor(t.fake));
+    const app = await startProduct(env, {
+      env: { PLUGIN_RUNNER_URL: `http://127.0.0.1:${await freePort()}` },
+    });
+    try {
+      const answer = await api("GET", "/list", undefined, {}, app.port);
+      expect(answer.status).toBe(502);
+      expect(answer.json.error).toBe("The plugin runner is unreachable.");
+    } finally {
+      await app.stop();
+      await env.cleanup();
+    }
+  }, 120_000);
 });

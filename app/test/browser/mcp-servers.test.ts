@@ -11,7 +11,11 @@ import {
   screenshot,
   type OwnerContext,
 } from "./helpers/browser.js";
-import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
+// Still on the sources: it reads the in-process runner's MCP state (until it runs the product).
+import {
+  startSourcesAdminFixture as startAdminFixture,
+  type SourcesAdminFixture as AdminFixture,
+} from "./helpers/sources-fixture.js";
 
 /**
  * The Plugins page with the owner's MCP servers, in a real browser against the real runner: a

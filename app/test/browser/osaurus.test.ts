@@ -41,16 +41,16 @@ describeInBrowser("the Plugins page with an Osaurus plugin", () => {
     });
     // The runner tells the owner the plugin waits: that message is a turn of its own.
     t.fake.enqueue(textTurn("A plugin waits for your approval."));
-    const installed = await t.runner.request("POST", "/install", {
+    const installed = await t.runner("POST", "/install", {
       package: { filename: `test.page${suffix}-1.0.0.zip`, data: readFileSync(zip).toString("base64") },
     });
     expect(installed.status).toBe(200);
     await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1), { timeout: 20_000 });
-    await t.app.queue.idle();
+    await t.app.quiet();
   });
 
   afterAll(async () => {
-    await t?.runner.request("POST", "/remove", { name });
+    await t?.runner("POST", "/remove", { name });
     await browser?.close();
     await t?.close();
     if (files) rmSync(files, { recursive: true, force: true });
@@ -74,9 +74,9 @@ describeInBrowser("the Plugins page with an Osaurus plugin", () => {
     await vi.waitFor(async () =>
       expect(await card().locator('[data-approval="waiting"]').textContent()).not.toContain("ask_echo"),
     );
-    const run = await t.runner.request("POST", `/bundles/${name}/tools/ask_echo/run`, {});
+    const run = await t.runner("POST", `/bundles/${name}/tools/ask_echo/run`, {});
     expect(run.body.success).toBe(true);
-    const legacy = await t.runner.request("POST", `/bundles/${name}/tools/legacy/run`, {});
+    const legacy = await t.runner("POST", `/bundles/${name}/tools/legacy/run`, {});
     expect(legacy.body.error).toMatch(/needs the owner's approval/);
     expectNoProblems(owner);
   });

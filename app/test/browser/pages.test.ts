@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import type { Browser } from "playwright-core";
 import { textTurn, toolTurn } from "@stavrobot/common/test-support";
-import { SECRET } from "../../../plugin-runner/test/helpers.js";
-import { PASSWORD, handOver } from "../helpers/app.js";
+import { PASSWORD, chat, handOver } from "../helpers/app.js";
+import { tableRows } from "../helpers/explorer.js";
+import { freePort } from "../helpers/process.js";
 import {
   describeInBrowser,
   expectNoProblems,
@@ -14,8 +15,9 @@ import {
 import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
 
 /**
- * The admin UI in a real browser: logging in, the home page (status, the chat with Markdown and
- * /stop), the notifications kept while no page was open, the allowlist, the database explorer, and every page at a phone's size.
+ * The admin UI in a real browser, against the product (`npm start`): logging in, the home page
+ * (status, the chat with Markdown and /stop), the notifications kept while no page was open, the
+ * allowlist, the database explorer, and every page at a phone's size.
  */
 let browser: Browser;
 let t: AdminFixture;
@@ -24,7 +26,10 @@ describeInBrowser("admin pages in Chromium", () => {
   beforeAll(async () => {
     [browser, t] = await Promise.all([
       launchBrowser(),
-      startAdminFixture('[owner]\nname = "Ada"\ntelegram = 4242\n'),
+      // The python-runner is told to be where nothing answers: a sibling that is down.
+      startAdminFixture('[owner]\nname = "Ada"\ntelegram = 4242\n', {
+        env: { PYTHON_RUNNER_URL: `http://127.0.0.1:${await freePort()}` },
+      }),
     ]);
   });
 
@@ -53,7 +58,10 @@ describeInBrowser("admin pages in Chromium", () => {
     const owner = await ownerContext(browser, t.app.port);
     const response = await owner.page.goto("/");
     expect(response?.status()).toBe(200);
-    await expect.poll(() => owner.page.textContent("#services")).toContain("plugin-runner");
+    // The first status asks each sibling: npm start may be starting one (the python-runner) meanwhile.
+    await expect
+      .poll(() => owner.page.textContent("#services"), { timeout: 20_000 })
+      .toContain("plugin-runner");
     expect(await owner.page.textContent("h1")).toBe("Home");
     await owner.context.close();
   });
@@ -81,10 +89,10 @@ describeInBrowser("admin pages in Chromium", () => {
 
   it("lists what arrived while the page was closed, marks it seen, and keeps it until dismissed", async () => {
     t.fake.enqueue(textTurn("The radar shows **rain** at 17:00."));
-    const accepted = await handOver(t.app, { source: "plugin:radar/scan", message: "rain at 17:00" }, SECRET);
+    const accepted = await handOver(t.app, { source: "plugin:radar/scan", message: "rain at 17:00" });
     expect(accepted.status).toBe(202);
     await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1));
-    await t.app.queue.idle();
+    await t.app.quiet();
     const owner = await ownerContext(browser, t.app.port);
     await owner.page.goto("/people");
     const kept = owner.page.locator("#notifications [data-notification]");
@@ -160,7 +168,7 @@ describeInBrowser("admin pages in Chromium", () => {
     release();
     await owner.page.locator("#chat-stop").waitFor({ state: "hidden" });
     expect(await owner.page.locator(".bubble.assistant").allTextContents()).not.toContain("too late");
-    await t.app.queue.idle();
+    await t.app.quiet();
     await owner.context.close();
   });
 
@@ -202,11 +210,18 @@ describeInBrowser("admin pages in Chromium", () => {
   });
 
   it("browses, sorts and pages a table, and shows a row in full", async () => {
-    await t.app.db.query("CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, body TEXT)");
-    await t.app.db.query(
-      `INSERT INTO notes SELECT n, 'note ' || lpad(n::text, 3, '0'), repeat('long text ', 60) || n
-       FROM generate_series(1, 120) AS n`,
+    // The model makes the table with its own SQL tool.
+    t.fake.reset();
+    t.fake.enqueue(
+      toolTurn("execute_sql", {
+        query: `CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, body TEXT);
+          INSERT INTO notes SELECT n, 'note ' || lpad(n::text, 3, '0'), repeat('long text ', 60) || n
+          FROM generate_series(1, 120) AS n`,
+      }),
+      textTurn("Your notes are in."),
     );
+    expect((await chat(t.app, "keep 120 notes")).body.response).toBe("Your notes are in.");
+    expect(t.fake.requests[1]!.lastUserText).toContain("rowCount: 120");
     const owner = await ownerContext(browser, t.app.port);
     const { page } = owner;
     await page.goto("/explorer");
@@ -255,11 +270,19 @@ describeInBrowser("admin pages in Chromium", () => {
     await page.selectOption("#interlocutor-form [name=agent_id]", "2");
     await page.click("#interlocutor-form button[type=submit]");
     await expect.poll(() => page.textContent("#interlocutors")).toContain("telegram 777");
-    const rows = await t.app.db.query(
-      `SELECT i.display_name, i.agent_id, ii.identifier FROM interlocutors i
-       JOIN interlocutor_identities ii ON ii.interlocutor_id = i.id WHERE i.display_name = 'Dentist'`,
-    );
-    expect(rows.rows).toEqual([{ display_name: "Dentist", agent_id: 2, identifier: "777" }]);
+    const identities = await tableRows(t.app, "interlocutor_identities");
+    const rows = (await tableRows(t.app, "interlocutors"))
+      .filter((person) => person.display_name === "Dentist")
+      .flatMap((person) =>
+        identities
+          .filter((identity) => identity.interlocutor_id === person.id)
+          .map((identity) => ({
+            display_name: person.display_name,
+            agent_id: person.agent_id,
+            identifier: identity.identifier,
+          })),
+      );
+    expect(rows).toEqual([{ display_name: "Dentist", agent_id: 2, identifier: "777" }]);
     await page.locator("#agents li", { hasText: "main (ID: 1)" }).getByText("Read conversation").click();
     await expect.poll(() => page.textContent("#conversation-title")).toBe("Conversation of main (ID: 1)");
     await screenshot(page, "people");

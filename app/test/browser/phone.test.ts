@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import type { Browser, Page } from "playwright-core";
-import { silentLogger } from "@stavrobot/common";
 import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import { startApp, type RunningApp } from "../../src/app.js";
 import { configFor, createTestEnv, post, type TestEnv } from "../helpers/app.js";
 import { raw } from "../helpers/http.js";
+import { startProduct, type Product } from "../helpers/product.js";
 import {
   describeInBrowser,
   expectNoProblems,
@@ -15,15 +14,15 @@ import {
 } from "./helpers/browser.js";
 
 /**
- * Pages that fit a phone, in Chromium: every page of the navigation reachable from a phone (the
- * Menu button) and from a desktop (the links wrap rather than run off), the usage chart's labels
- * legible and inside it, and the usage tables' cost column in view at a desktop's and a phone's
- * width.
+ * Pages that fit a phone, in Chromium, against the product (`npm start`): every page of the
+ * navigation reachable from a phone (the Menu button) and from a desktop (the links wrap rather
+ * than run off), the usage chart's labels legible and inside it, and the usage tables' cost column
+ * in view at a desktop's and a phone's width.
  */
 let browser: Browser;
 let fake: FakeLlmServer;
 let env: TestEnv;
-let app: RunningApp;
+let app: Product;
 
 interface Box {
   left: number;
@@ -47,7 +46,7 @@ describeInBrowser("pages that fit a phone", () => {
   beforeAll(async () => {
     fake = await startFakeAnthropic();
     env = await createTestEnv(configFor(fake));
-    [browser, app] = await Promise.all([launchBrowser(), startApp({ env: env.env, logger: silentLogger })]);
+    [browser, app] = await Promise.all([launchBrowser(), startProduct(env)]);
     // One turn, so the usage page has a cost to show in its tables and chart.
     fake.enqueue(textTurn("Hello."));
     expect((await post(app.port, "/chat", { message: "hi", source: "web" })).status).toBe(200);
@@ -59,7 +58,7 @@ describeInBrowser("pages that fit a phone", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await app?.close();
+    await app?.stop();
     await fake?.close();
     await env?.cleanup();
   });
@@ -109,9 +108,8 @@ describeInBrowser("pages that fit a phone", () => {
     expect(await page.locator(".topbar nav").isVisible()).toBe(false);
     await toggle.click();
     await screenshot(page, "phone-menu-open");
-    // This app runs without its plugin-runner (the plugins page says so), and the provider login
-    // page names no icon (the browser asks for /favicon.ico).
-    expectNoProblems(owner, [/status of 502/, /status of 404/]);
+    // The provider login page names no icon (the browser asks for /favicon.ico).
+    expectNoProblems(owner, [/status of 404/]);
     await owner.context.close();
   });
 

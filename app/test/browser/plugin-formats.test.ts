@@ -15,7 +15,7 @@ import {
 import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
 
 /**
- * The Plugins page for plugins of other formats, in a real browser against the real runner: a
+ * The Plugins page for plugins of other formats, in a real browser against the product: a
  * Cyclop One plugin dropped into the plugins directory shows its format, the permissions it asked
  * for and that it waits; the owner approves it and switches another plugin's network off.
  */
@@ -32,16 +32,16 @@ describeInBrowser("the Plugins page with a Cyclop One plugin", () => {
     page = owner.page;
     // The runner tells the owner the dropped plugin waits: that message is a turn of its own.
     t.fake.enqueue(textTurn("A plugin waits for your approval."));
-    writeCyclopOnePlugin(join(t.runner.pluginsDir, cyclop), {
+    writeCyclopOnePlugin(join(t.pluginsDir, cyclop), {
       name: cyclop,
       permissions: ["network", "filesystem:read"],
     });
     await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1), { timeout: 20_000 });
-    await t.app.queue.idle();
+    await t.app.quiet();
   });
 
   afterAll(async () => {
-    await t?.runner.request("POST", "/remove", { name: cyclop });
+    await t?.runner("POST", "/remove", { name: cyclop });
     await browser?.close();
     await t?.close();
   });
@@ -63,7 +63,7 @@ describeInBrowser("the Plugins page with a Cyclop One plugin", () => {
     await card().locator('[data-action="approve"]').click();
     await card().locator('[data-approval="approved"]').waitFor();
     expect(await card().locator("[data-waiting]").count()).toBe(0);
-    const run = await t.runner.request("POST", `/bundles/${cyclop}/tools/hello_greet/run`, { name: "Page" });
+    const run = await t.runner("POST", `/bundles/${cyclop}/tools/hello_greet/run`, { name: "Page" });
     expect(run.body).toEqual({ success: true, output: "Hello, Page!" });
     expectNoProblems(owner);
   });
@@ -78,9 +78,11 @@ describeInBrowser("the Plugins page with a Cyclop One plugin", () => {
     expect(await box.isChecked()).toBe(true);
     await box.uncheck();
     await card().locator("[data-no-network]").waitFor();
-    const detail = await t.runner.request("GET", `/bundles/${cyclop}`);
+    const detail = await t.runner("GET", `/bundles/${cyclop}`);
     expect(detail.body).toMatchObject({ network: false, networkAllowed: true });
-    expect(await page.locator("#network-note").isHidden()).toBe(t.runner.host.sandbox.mode === "namespaces");
+    expect(await page.locator("#network-note").isHidden()).toBe(
+      (await t.app.runnerHealth()).sandbox.mode === "namespaces",
+    );
     expectNoProblems(owner);
   });
 });

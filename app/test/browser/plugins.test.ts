@@ -16,7 +16,7 @@ import {
 import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
 
 /**
- * The plugin manager in a real browser against the real plugin-runner and a loopback git server:
+ * The plugin manager in a real browser against the product (`npm start`) and a loopback git server:
  * install with progress, a secret set and reported as set but never shown, tools disabled and
  * the model losing them, update and remove.
  */
@@ -94,7 +94,7 @@ describeInBrowser("the plugin manager in Chromium", () => {
     const config = await raw(t.app.port, "GET", `/api/settings/plugins/${t.plugin}/config`);
     expect(config.json.configured).toEqual({ api_key: true, units: true });
     expect(config.text).not.toContain(SECRET_VALUE);
-    const stored = JSON.parse(readFileSync(join(t.runner.pluginsDir, t.plugin, "config.json"), "utf8"));
+    const stored = JSON.parse(readFileSync(join(t.pluginsDir, t.plugin, "config.json"), "utf8"));
     expect(stored.api_key).toBe(SECRET_VALUE);
     expectNoProblems(owner);
   });

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import type { Browser } from "playwright-core";
-import { silentLogger } from "@stavrobot/common";
 import {
   FAKE_TELEGRAM_TOKEN,
   startFakeAnthropic,
@@ -10,9 +9,10 @@ import {
   type FakeLlmServer,
   type FakeTelegram,
 } from "@stavrobot/common/test-support";
-import { startApp, type RunningApp } from "../../src/app.js";
 import { configFor, createTestEnv, type TestEnv } from "../helpers/app.js";
+import { tableRows } from "../helpers/explorer.js";
 import { raw } from "../helpers/http.js";
+import { startProduct, type Product } from "../helpers/product.js";
 import {
   describeInBrowser,
   expectNoProblems,
@@ -23,16 +23,18 @@ import {
 } from "./helpers/browser.js";
 
 /**
- * Pages whose words mean one thing, in a real browser: the Schedule page (the nightly maintenance
- * turns among every cron entry, their next firing, last result and cost, edited and deleted), the
- * Provider subscription page inside the navigation (what "Login" was), the Allowlist showing only
- * the configured channel, and the Usage page saying when the model has no price.
+ * Pages whose words mean one thing, in a real browser against the product (`npm start`; what it
+ * stored is read through the database explorer's API, as the owner would): the Schedule page (the
+ * nightly maintenance turns among every cron entry, their next firing, last result and cost,
+ * edited and deleted), the Provider subscription page inside the navigation (what "Login" was),
+ * the Allowlist showing only the configured channel, and the Usage page saying when the model has
+ * no price.
  */
 let browser: Browser;
 let fake: FakeLlmServer;
 let telegram: FakeTelegram;
 let env: TestEnv;
-let app: RunningApp;
+let app: Product;
 
 describeInBrowser("schedule, subscription, allowlist and usage words in Chromium", () => {
   beforeAll(async () => {
@@ -45,12 +47,12 @@ describeInBrowser("schedule, subscription, allowlist and usage words in Chromium
           `[telegram]\nbotToken = "${FAKE_TELEGRAM_TOKEN}"\napiBaseUrl = "${telegram.url}"\n`,
       ),
     );
-    [browser, app] = await Promise.all([launchBrowser(), startApp({ env: env.env, logger: silentLogger })]);
+    [browser, app] = await Promise.all([launchBrowser(), startProduct(env)]);
   });
 
   afterAll(async () => {
     await browser?.close();
-    await app?.close();
+    await app?.stop();
     await telegram?.close();
     await fake?.close();
     await env?.cleanup();
@@ -85,18 +87,15 @@ describeInBrowser("schedule, subscription, allowlist and usage words in Chromium
     const id = Number(await review.getAttribute("data-entry"));
     await vi.waitFor(
       async () => {
-        const { rows } = await app.db.query<{ status: string }>(
-          "SELECT status FROM inbox WHERE source = $1",
-          [`cron:${id}`],
-        );
+        const rows = (await tableRows(app, "inbox")).filter((row) => row.source === `cron:${id}`);
         expect(rows.map((row) => row.status)).toEqual(["done"]);
       },
       { timeout: 30_000, interval: 250 },
     );
-    await app.queue.idle();
+    await app.quiet();
     await vi.waitFor(async () => {
-      const usage = await app.db.query("SELECT 1 FROM usage WHERE source = $1", [`cron:${id}`]);
-      expect(usage.rows.length).toBeGreaterThan(0);
+      const usage = (await tableRows(app, "usage")).filter((row) => row.source === `cron:${id}`);
+      expect(usage.length).toBeGreaterThan(0);
     });
     await page.reload();
     await review.waitFor();
@@ -114,25 +113,27 @@ describeInBrowser("schedule, subscription, allowlist and usage words in Chromium
     await screenshot(page, "schedule");
 
     // A bad expression is refused with the reason; the entry stays as it was.
-    const before = await app.db.query("SELECT cron_expression, note FROM cron_entries WHERE id = $1", [
-      Number(await upkeep.getAttribute("data-entry")),
-    ]);
+    /** The entry as stored: its expression and note, or nothing once it is gone. */
+    const stored = async (entryId: number) =>
+      (await tableRows(app, "cron_entries"))
+        .filter((row) => row.id === entryId)
+        .map((row) => ({ cron_expression: row.cron_expression, note: row.note }));
+    const before = await stored(Number(await upkeep.getAttribute("data-entry")));
+    expect(before).toHaveLength(1);
     await upkeep.locator("summary", { hasText: "Edit" }).click();
     await upkeep.locator("[name=cronExpression]").fill("every day");
     await upkeep.locator("button", { hasText: "Save" }).click();
     await page.locator("#schedule-error").waitFor({ state: "visible" });
     expect(await page.textContent("#schedule-error")).toContain('"every day" is not a cron expression');
     const upkeepId = Number(await upkeep.getAttribute("data-entry"));
-    expect(
-      (await app.db.query("SELECT cron_expression, note FROM cron_entries WHERE id = $1", [upkeepId])).rows,
-    ).toEqual(before.rows);
+    expect(await stored(upkeepId)).toEqual(before);
 
     // Delete, after saying yes.
     page.once("dialog", (dialog) => void dialog.accept());
     await upkeep.locator("button", { hasText: "Delete" }).click();
     await expect.poll(() => page.textContent("#schedule-status")).toBe(`Entry ${upkeepId} deleted.`);
     expect(await page.locator("#entries > section").count()).toBe(1);
-    expect((await app.db.query("SELECT 1 FROM cron_entries WHERE id = $1", [upkeepId])).rows).toHaveLength(0);
+    expect(await stored(upkeepId)).toHaveLength(0);
     expectNoProblems(owner, [/status of 400/]);
     await owner.context.close();
   });
@@ -214,7 +215,7 @@ describeInBrowser("schedule, subscription, allowlist and usage words in Chromium
     // A custom endpoint serving a model pi-ai does not list, with no cost in config.toml.
     const local = await startFakeOpenAI();
     const localEnv = await createTestEnv(configFor(local, "openai"));
-    const localApp = await startApp({ env: localEnv.env, logger: silentLogger });
+    const localApp = await startProduct(localEnv);
     try {
       const usage = await raw(localApp.port, "GET", "/api/usage");
       expect(usage.json.model).toEqual({ id: "fake-model", priced: false });
@@ -228,11 +229,11 @@ describeInBrowser("schedule, subscription, allowlist and usage words in Chromium
       expectNoProblems(visitor);
       await visitor.context.close();
     } finally {
-      await localApp.close();
+      await localApp.stop();
       await local.close();
       await localEnv.cleanup();
     }
-  });
+  }, 120_000);
 
   it.each(["/schedule", "/settings/subscription"])("fits a phone: %s", async (path) => {
     const owner = await ownerContext(browser, app.port, { phone: true });

@@ -1,13 +1,15 @@
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Browser } from "playwright-core";
 import { silentLogger } from "@stavrobot/common";
 import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import { startApp, type RunningApp } from "../../src/app.js";
+import { startApp } from "../../src/app.js";
 import { readFullBackup, restoreFullBackup } from "../../src/db/full-restore.js";
-import { PASSWORD, createTestEnv, post, type TestEnv } from "../helpers/app.js";
+import { PASSWORD, configFor, createTestEnv, post, type TestEnv } from "../helpers/app.js";
+import { freePort } from "../helpers/process.js";
+import { startProduct, type Product } from "../helpers/product.js";
 import {
   describeInBrowser,
   expectNoProblems,
@@ -18,18 +20,19 @@ import {
 } from "./helpers/browser.js";
 
 /**
- * The provider set from the Settings page in a real browser: Home says plainly that the assistant
- * cannot answer while the provider refuses its key; the Settings page shows whether a key is set
- * (never the key), says when the provider refuses a new one, and once it accepts one the assistant
- * answers with it at once and the banner is gone. Then the backup: downloaded from the page, it
- * holds what a restore needs, and the restore takes it.
+ * The provider set from the Settings page in a real browser, against the product (`npm start`):
+ * Home says plainly that the assistant cannot answer while the provider refuses its key; the
+ * Settings page shows whether a key is set (never the key), says when the provider refuses a new
+ * one, and once it accepts one the assistant answers with it at once and the banner is gone. Then
+ * the backup: downloaded from the page, it holds what a restore needs, and the restore takes it;
+ * one that fails says why on a page (that one on the sources: see there).
  */
 const REFUSED_KEY = "sk-ant-invalid-at-first";
 const GOOD_KEY = "sk-ant-api03-from-the-page";
 let browser: Browser;
 let fake: FakeLlmServer;
 let env: TestEnv;
-let app: RunningApp;
+let app: Product;
 const scratch = mkdtempSync(join(tmpdir(), "stavrobot-settings-ui-"));
 
 describeInBrowser("the Settings page in Chromium", () => {
@@ -48,15 +51,12 @@ describeInBrowser("the Settings page in Chromium", () => {
         "",
       ].join("\n"),
     );
-    // As `npm start` leaves it (its plugin-runner makes it): the backup reads the plugins from the
-    // data directory instead of asking a runner, which this app has none of.
-    mkdirSync(join(env.dir, "plugins"));
-    [browser, app] = await Promise.all([launchBrowser(), startApp({ env: env.env, logger: silentLogger })]);
+    [browser, app] = await Promise.all([launchBrowser(), startProduct(env)]);
   });
 
   afterAll(async () => {
     await browser?.close();
-    await app?.close();
+    await app?.stop();
     await fake?.close();
     await env?.cleanup();
     rmSync(scratch, { recursive: true, force: true });
@@ -129,10 +129,18 @@ describeInBrowser("the Settings page in Chromium", () => {
   });
 
   it("says on a page why a backup failed, instead of downloading the error", async () => {
-    const owner = await ownerContext(browser, app.port);
+    // On the sources (startApp, in this process), with no plugin-runner: the backup fails when a
+    // sibling does not send its state, and npm start's app never asks one for it: the runner keeps
+    // its state in the data directory, which the backup reads itself (and the launcher restarts a
+    // runner that stops). An app whose data directory lacks the runner's parts, with no runner to
+    // answer, is where it asks (compose: that state in the runner's own volumes).
+    const sourcesEnv = await createTestEnv(configFor(fake));
+    const sourcesApp = await startApp({
+      env: { ...sourcesEnv.env, PLUGIN_RUNNER_URL: `http://127.0.0.1:${await freePort()}` },
+      logger: silentLogger,
+    });
+    const owner = await ownerContext(browser, sourcesApp.port);
     const { page } = owner;
-    // No plugins in the data directory and no plugin-runner to ask for them: the backup fails.
-    renameSync(join(env.dir, "plugins"), join(env.dir, "plugins-aside"));
     try {
       await page.goto("/settings");
       await page.click("#backup-download");
@@ -142,9 +150,10 @@ describeInBrowser("the Settings page in Chromium", () => {
       await page.click("text=back to Settings");
       await page.locator("#backup-download").waitFor();
     } finally {
-      renameSync(join(env.dir, "plugins-aside"), join(env.dir, "plugins"));
+      await owner.context.close();
+      await sourcesApp.close();
+      await sourcesEnv.cleanup();
     }
-    await owner.context.close();
   });
 
   it("downloads a backup that holds what a restore needs, and the restore takes it", async () => {

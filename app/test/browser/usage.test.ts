@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import type { Browser } from "playwright-core";
 import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import { startApp, type RunningApp } from "../../src/app.js";
 import { configFor, createTestEnv, type TestEnv } from "../helpers/app.js";
 import { raw } from "../helpers/http.js";
-import { silentLogger } from "@stavrobot/common";
+import { startProduct, type Product } from "../helpers/product.js";
 import {
   describeInBrowser,
   expectNoProblems,
@@ -14,26 +13,26 @@ import {
 } from "./helpers/browser.js";
 
 /**
- * Usage and budgets in a real browser: a turn sent from the chat panel appears with its cost on
- * the usage page (table and chart), and once the daily budget is used up the next message is
- * refused with the reason, without a model call.
+ * Usage and budgets in a real browser, against the product (`npm start`): a turn sent from the
+ * chat panel appears with its cost on the usage page (table and chart), and once the daily budget
+ * is used up the next message is refused with the reason, without a model call.
  */
 const DAILY_LIMIT = 0.001;
 let browser: Browser;
 let fake: FakeLlmServer;
 let env: TestEnv;
-let app: RunningApp;
+let app: Product;
 
 describeInBrowser("usage and budgets in Chromium", () => {
   beforeAll(async () => {
     fake = await startFakeAnthropic();
     env = await createTestEnv(configFor(fake, "anthropic", `[budget]\ndaily = ${DAILY_LIMIT}\n`));
-    [browser, app] = await Promise.all([launchBrowser(), startApp({ env: env.env, logger: silentLogger })]);
+    [browser, app] = await Promise.all([launchBrowser(), startProduct(env)]);
   });
 
   afterAll(async () => {
     await browser?.close();
-    await app?.close();
+    await app?.stop();
     await fake?.close();
     await env?.cleanup();
   });
