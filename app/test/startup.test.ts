@@ -198,6 +198,25 @@ describe("npm start", () => {
     for (const port of [runnerPort, pythonRunnerPort, coderPort]) expect(await healthy(port)).toBe(false);
   }, 90_000);
 
+  it("starts no sibling the app is pointed at by URL: none runs, none writes the data directory", async () => {
+    fake = await startFakeAnthropic();
+    testEnv = await createTestEnv(configFor(fake));
+    const elsewhere = { PLUGIN_RUNNER_URL: "http://127.0.0.1:9", PYTHON_RUNNER_URL: "http://127.0.0.1:9" };
+    running = await startAppProcess({ ...testEnv.env, ...elsewhere });
+    const { pythonRunnerPort, runnerPort } = running;
+    // The status page asks the siblings it uses: the ones at those addresses, which are down.
+    const status = await fetch(`http://127.0.0.1:${running.port}/api/status`, {
+      headers: { Authorization: basicAuthHeader(PASSWORD) },
+    });
+    const services = ((await status.json()) as { services: { name: string; ok: boolean }[] }).services;
+    expect(services.filter((service) => service.ok)).toEqual([]);
+    expect(await healthy(runnerPort)).toBe(false);
+    expect(await healthy(pythonRunnerPort)).toBe(false);
+    for (const dir of ["plugins", "plugin-data", "plugin-runner", "python-runner"])
+      expect(existsSync(join(testEnv.dir, dir))).toBe(false);
+    expect(await running.stop("SIGTERM")).toBe(0);
+  }, 90_000);
+
   it("leaves no plugin-runner behind when it is killed with kill -9", async () => {
     database = await createTestDatabase();
     running = await startAppProcess({ ...baseEnv(), ...database.env });

@@ -70,16 +70,30 @@ if (mayAskFirstRun(env, process, existsSync(paths.configPath))) {
   );
 }
 const config = readConfig();
+const urlVariables: Record<string, string> = {
+  "plugin-runner": "PLUGIN_RUNNER_URL",
+  "python-runner": "PYTHON_RUNNER_URL",
+  coder: "CODER_URL",
+  "signal-bridge": "SIGNAL_BRIDGE_URL",
+};
+/** A sibling the app is pointed at by URL is not started here (nor is its port claimed). */
+const own = (service: string): boolean => !env[urlVariables[service] as string];
 // One data directory, one instance: taken before any sibling starts on it.
 const lock = await refuseOrRun(async () => acquireInstanceLock(paths.dataDir));
 /** Every port this start listens on, checked at once so a second checkout learns all it must move. */
 const claims: PortClaim[] = [
   { port: settings.PORT, host: settings.HOST, variable: "PORT" },
   { port: ports.internal, host: settings.INTERNAL_HOST ?? settings.HOST, variable: "INTERNAL_PORT" },
-  { port: ports.pluginRunner, host: "127.0.0.1", variable: "PLUGIN_RUNNER_PORT" },
-  { port: ports.pythonRunner, host: "127.0.0.1", variable: "PYTHON_RUNNER_PORT" },
-  ...(config?.coder ? [{ port: ports.coder, host: "127.0.0.1", variable: "CODER_PORT" }] : []),
-  ...(config?.signal
+  ...(own("plugin-runner")
+    ? [{ port: ports.pluginRunner, host: "127.0.0.1", variable: "PLUGIN_RUNNER_PORT" }]
+    : []),
+  ...(own("python-runner")
+    ? [{ port: ports.pythonRunner, host: "127.0.0.1", variable: "PYTHON_RUNNER_PORT" }]
+    : []),
+  ...(config?.coder && own("coder")
+    ? [{ port: ports.coder, host: "127.0.0.1", variable: "CODER_PORT" }]
+    : []),
+  ...(config?.signal && own("signal-bridge")
     ? [{ port: ports.signalBridge, host: "127.0.0.1", variable: "SIGNAL_BRIDGE_PORT" }]
     : []),
 ];
@@ -92,18 +106,9 @@ const variables: Record<string, string> = {
   coder: "CODER_PORT",
   "signal-bridge": "SIGNAL_BRIDGE_PORT",
 };
-const urlVariables: Record<string, string> = {
-  "plugin-runner": "PLUGIN_RUNNER_URL",
-  "python-runner": "PYTHON_RUNNER_URL",
-  coder: "CODER_URL",
-  "signal-bridge": "SIGNAL_BRIDGE_URL",
-};
-// A sibling the app is pointed at by URL is not one this launcher started.
 const ownSiblings: OwnSiblings = {
   instance,
-  variables: Object.fromEntries(
-    Object.entries(variables).filter(([name]) => !env[urlVariables[name] as string]),
-  ),
+  variables: Object.fromEntries(Object.entries(variables).filter(([name]) => own(name))),
 };
 
 /** What every sibling gets: loopback, the internal secret, the way back to the app. */
@@ -128,53 +133,59 @@ const pluginsDir = join(paths.dataDir, "plugins");
 // The plugin-runner finds the owner's MCP servers from its first moment (the app writes them again).
 if (config) await writeMcpServersFile(paths.secretFile, config);
 
-const siblings: Sibling[] = [
-  startSibling(
-    {
-      name: "plugin-runner",
-      entry: entry("plugin-runner"),
-      onPortInUse: portInUse,
-      env: {
-        ...common,
-        PORT: String(ports.pluginRunner),
-        STAVROBOT_PORT_VARIABLE: "PLUGIN_RUNNER_PORT",
-        PLUGINS_DIR: pluginsDir,
-        PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
-        PLUGIN_DATA_DIR: join(paths.dataDir, "plugin-data"),
-        ...(config?.plugins?.allowWithoutNetworkCut ? { PLUGIN_ALLOW_WITHOUT_NETWORK_CUT: "1" } : {}),
-        ...(config?.plugins?.timeoutSeconds
-          ? { PLUGIN_TIMEOUT_SECONDS: String(config.plugins.timeoutSeconds) }
-          : {}),
-        ...(config?.plugins?.osaurusTrustedKeys.length
-          ? { PLUGIN_OSAURUS_TRUSTED_KEYS: config.plugins.osaurusTrustedKeys.join(",") }
-          : {}),
-        PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
-        // Tools find uv, python3, node and git where this launcher finds them.
-        PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),
-        ...pick(["PLUGIN_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"]),
+const siblings: Sibling[] = [];
+if (own("plugin-runner")) {
+  siblings.push(
+    startSibling(
+      {
+        name: "plugin-runner",
+        entry: entry("plugin-runner"),
+        onPortInUse: portInUse,
+        env: {
+          ...common,
+          PORT: String(ports.pluginRunner),
+          STAVROBOT_PORT_VARIABLE: "PLUGIN_RUNNER_PORT",
+          PLUGINS_DIR: pluginsDir,
+          PLUGIN_CACHE_DIR: join(paths.dataDir, "cache", "plugins"),
+          PLUGIN_DATA_DIR: join(paths.dataDir, "plugin-data"),
+          ...(config?.plugins?.allowWithoutNetworkCut ? { PLUGIN_ALLOW_WITHOUT_NETWORK_CUT: "1" } : {}),
+          ...(config?.plugins?.timeoutSeconds
+            ? { PLUGIN_TIMEOUT_SECONDS: String(config.plugins.timeoutSeconds) }
+            : {}),
+          ...(config?.plugins?.osaurusTrustedKeys.length
+            ? { PLUGIN_OSAURUS_TRUSTED_KEYS: config.plugins.osaurusTrustedKeys.join(",") }
+            : {}),
+          PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
+          // Tools find uv, python3, node and git where this launcher finds them.
+          PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),
+          ...pick(["PLUGIN_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"]),
+        },
       },
-    },
-    logger,
-  ),
-  startSibling(
-    {
-      name: "python-runner",
-      entry: entry("python-runner"),
-      // Most turns never run Python: it starts with the first run_python (or the status page).
-      lazy: { health: `http://127.0.0.1:${ports.pythonRunner}/health` },
-      env: {
-        ...common,
-        PORT: String(ports.pythonRunner),
-        STAVROBOT_PORT_VARIABLE: "PYTHON_RUNNER_PORT",
-        PYTHON_RUNNER_STATE_DIR: join(paths.dataDir, "python-runner"),
-        PYTHON_RUNNER_TOOL_PATH: env.PYTHON_RUNNER_TOOL_PATH ?? toolPathFor(env.PATH ?? ""),
-        ...pick(["PYTHON_RUNNER_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE"]),
+      logger,
+    ),
+  );
+}
+const pythonRunner = own("python-runner")
+  ? startSibling(
+      {
+        name: "python-runner",
+        entry: entry("python-runner"),
+        // Most turns never run Python: it starts with the first run_python (or the status page).
+        lazy: { health: `http://127.0.0.1:${ports.pythonRunner}/health` },
+        env: {
+          ...common,
+          PORT: String(ports.pythonRunner),
+          STAVROBOT_PORT_VARIABLE: "PYTHON_RUNNER_PORT",
+          PYTHON_RUNNER_STATE_DIR: join(paths.dataDir, "python-runner"),
+          PYTHON_RUNNER_TOOL_PATH: env.PYTHON_RUNNER_TOOL_PATH ?? toolPathFor(env.PATH ?? ""),
+          ...pick(["PYTHON_RUNNER_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE"]),
+        },
       },
-    },
-    logger,
-  ),
-];
-if (config?.coder) {
+      logger,
+    )
+  : undefined;
+if (pythonRunner) siblings.push(pythonRunner);
+if (config?.coder && own("coder")) {
   siblings.push(
     startSibling(
       {
@@ -198,7 +209,7 @@ if (config?.coder) {
     ),
   );
 }
-if (config?.signal) {
+if (config?.signal && own("signal-bridge")) {
   siblings.push(
     startSibling(
       {
@@ -226,7 +237,6 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => siblings.forEach((sibling) => sibling.release()));
 }
 
-const pythonRunner = siblings[1] as Sibling;
 const stopSiblings = async () => {
   await Promise.all(siblings.map((sibling) => sibling.stop()));
 };
@@ -243,7 +253,12 @@ const app: Promise<RunningApp> = import("./run.js").then(({ main }) =>
       CODER_URL: env.CODER_URL ?? `http://127.0.0.1:${ports.coder}`,
       SIGNAL_BRIDGE_URL: env.SIGNAL_BRIDGE_URL ?? `http://127.0.0.1:${ports.signalBridge}`,
     },
-    { beforeExit: stopSiblings, wake: { "python-runner": () => pythonRunner.wake() }, lock, ownSiblings },
+    {
+      beforeExit: stopSiblings,
+      wake: pythonRunner ? { "python-runner": () => pythonRunner.wake() } : {},
+      lock,
+      ownSiblings,
+    },
   ),
 );
 await app;
