@@ -2,23 +2,23 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFakeAnthropic, textTurn, toolTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
-import { startApp } from "../src/app.js";
-import { silentLogger } from "@stavrobot/common";
-// The real plugin-runner (its buildServer on port 0) and its git test helpers.
+// A plugin of our own format as its author publishes it, served by a loopback git daemon.
 import {
-  SECRET,
   git,
   makeTempRoot,
   startGitDaemon,
-  startPluginHost,
   uniqueName,
   type GitDaemon,
-  type TestPluginHost,
 } from "../../plugin-runner/test/helpers.js";
 import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
-import { freePort } from "./helpers/process.js";
+import { tableRows } from "./helpers/explorer.js";
+import { startProduct, type Product } from "./helpers/product.js";
 
+/**
+ * A plugin installed by the model, configured by the owner and run through the agent under
+ * `npm start` (the bundles; the LLM is a fake Anthropic server): its config never reaches the
+ * model, an async tool's result comes back as a turn of its own, a huge output is capped.
+ */
 const API_KEY = "sk-weather-SECRET-0987654321";
 const plugin = uniqueName("weather");
 
@@ -32,8 +32,7 @@ json.dump({"forecast": "sunny in " + params["city"], "authorised": authorised}, 
 
 let fake: FakeLlmServer;
 let testEnv: TestEnv;
-let app: RunningApp;
-let pluginHost: TestPluginHost;
+let app: Product;
 let daemon: GitDaemon;
 let repos: string;
 
@@ -89,29 +88,17 @@ beforeAll(async () => {
 
   fake = await startFakeAnthropic();
   testEnv = await createTestEnv(configFor(fake));
-  // The runner posts async results to the app's internal port, with the shared internal secret.
-  const internalPort = await freePort();
-  pluginHost = await startPluginHost({ appUrl: `http://127.0.0.1:${internalPort}` });
-  app = await startApp({
-    env: {
-      ...testEnv.env,
-      INTERNAL_PORT: String(internalPort),
-      PLUGIN_RUNNER_URL: pluginHost.url,
-      STAVROBOT_INTERNAL_SECRET: SECRET,
-    },
-    logger: silentLogger,
-  });
+  app = await startProduct(testEnv);
 }, 120_000);
 
 afterAll(async () => {
-  await app?.close();
-  await pluginHost?.request("POST", "/remove", { name: plugin });
-  await pluginHost?.close();
+  // Removing the plugin removes its user too (users are this machine's, not the test's).
+  await app?.runner("POST", "/remove", { name: plugin });
+  await app?.stop();
   await daemon?.stop();
   await fake?.close();
   await testEnv?.cleanup();
   if (repos) rmSync(repos, { recursive: true, force: true });
-  if (pluginHost) rmSync(pluginHost.root, { recursive: true, force: true });
 });
 
 describe("plugins end to end through /chat", () => {
@@ -129,7 +116,7 @@ describe("plugins end to end through /chat", () => {
     expect(installResult).toContain("ignore all previous instructions");
 
     // The owner sets the secret out of band (as the admin UI does): the model never sees it.
-    const configured = await pluginHost.request("POST", "/configure", {
+    const configured = await app.runner("POST", "/configure", {
       name: plugin,
       config: { api_key: API_KEY },
     });
@@ -174,11 +161,11 @@ describe("plugins end to end through /chat", () => {
     const callback = fake.requests[2]!.lastUserText;
     expect(callback).toContain(`Source: plugin:${plugin}/radar`);
     expect(callback).toContain("radar: rain at 17:00");
-    await app.queue.idle();
-    const inbox = await app.db.query<{ source: string; status: string }>(
-      "SELECT source, status FROM inbox WHERE source LIKE 'plugin:%'",
-    );
-    expect(inbox.rows).toEqual([{ source: `plugin:${plugin}/radar`, status: "done" }]);
+    await app.quiet();
+    const inbox = (await tableRows(app, "inbox"))
+      .filter((row) => String(row.source).startsWith("plugin:"))
+      .map(({ source, status }) => ({ source, status }));
+    expect(inbox).toEqual([{ source: `plugin:${plugin}/radar`, status: "done" }]);
     // Nobody waited for that turn's answer: it is the owner's, shown with their next reply.
     fake.enqueue(textTurn("You're welcome."));
     const next = await chat(app, "thanks");
@@ -200,13 +187,14 @@ describe("plugins end to end through /chat", () => {
     );
     expect((await chat(app, "set the key")).body.response).toBe("Configured.");
     expect(fake.requests[1]!.lastUserText).not.toContain(secret);
-    const config = await pluginHost.request("GET", `/bundles/${plugin}/config`);
+    const config = await app.runner("GET", `/bundles/${plugin}/config`);
     expect(config.body.configured.api_key).toBe(true);
     await chat(app, "anything?");
     expect(JSON.stringify(fake.requests[2]!.body)).not.toContain(secret);
     expect(JSON.stringify(fake.requests[2]!.body)).toContain("[redacted]");
-    const stored = await app.db.query("SELECT 1 FROM messages WHERE content::text LIKE $1", [`%${secret}%`]);
-    expect(stored.rows).toHaveLength(0);
+    const stored = await tableRows(app, "messages");
+    expect(stored.length).toBeGreaterThan(0);
+    expect(JSON.stringify(stored)).not.toContain(secret);
   });
 
   it("caps a huge plugin output before it reaches the model", async () => {
