@@ -71,7 +71,7 @@ if (mayAskFirstRun(env, process, existsSync(paths.configPath))) {
 }
 const config = readConfig();
 // One data directory, one instance: taken before any sibling starts on it.
-const lock = await refuseOrRun(async () => acquireInstanceLock(paths.dataDir));
+const lock = await refuseOrRun(() => acquireInstanceLock(paths.dataDir));
 /** Every port this start listens on, checked at once so a second checkout learns all it must move. */
 const claims: PortClaim[] = [
   { port: settings.PORT, host: settings.HOST, variable: "PORT" },
@@ -248,6 +248,7 @@ await app;
 /** Closes what has started (the app once it is up), then exits with EXIT_IN_USE. */
 async function stopStart(): Promise<never> {
   logger.error("stopping: a service of this start could not listen on its port (see above)");
+  lock.update({ stopping: true });
   const running = await app.catch(() => undefined);
   await running?.close();
   await stopSiblings();
