@@ -126,7 +126,7 @@ const entry = (service: string) => join(rootDir, service, codeDir, codeDir === "
 const pluginsDir = join(paths.dataDir, "plugins");
 
 // The plugin-runner finds the owner's MCP servers from its first moment (the app writes them again).
-if (config) await writeMcpServersFile(paths.secretFile, config);
+if (config) await writeMcpServersFile(paths, config);
 
 const siblings: Sibling[] = [
   startSibling(
@@ -146,6 +146,7 @@ const siblings: Sibling[] = [
           ? { PLUGIN_OSAURUS_TRUSTED_KEYS: config.plugins.osaurusTrustedKeys.join(",") }
           : {}),
         PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
+        MCP_SERVERS_FILE: paths.mcpServersFile,
         // Tools find uv, python3, node and git where this launcher finds them.
         PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),
         ...pick(["PLUGIN_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"]),
