@@ -27,7 +27,12 @@ export const STOPPING_WAIT_MS = 10_000;
 export interface InstanceLock {
   readonly path: string;
   /** Adds facts to the record (the ports, once listening). */
-  update(fields: Partial<Pick<InstanceRecord, "port" | "internalPort" | "internalHost" | "stopping">>): void;
+  update(fields: Partial<Pick<InstanceRecord, "port" | "internalPort" | "internalHost">>): void;
+  /**
+   * Marks the record `stopping` (a clean stop began): a start meanwhile waits for this one instead
+   * of refusing. Never throws: a stop must go on even where the mark cannot be written.
+   */
+  markStopping(): void;
   /** Removes the lock file if it is still this holder's. */
   release(): void;
 }
@@ -126,14 +131,22 @@ function holding(path: string, record: InstanceRecord): InstanceLock {
     process.off("exit", onExit);
     if (ours()) removeIfExists(path);
   };
+  const update = (fields: Partial<InstanceRecord>) => {
+    if (!ours()) return;
+    current = { ...current, ...fields };
+    const partial = `${path}.${current.token}`;
+    writeFileSync(partial, JSON.stringify(current), { mode: 0o600 });
+    renameSync(partial, path);
+  };
   return {
     path,
-    update(fields) {
-      if (!ours()) return;
-      current = { ...current, ...fields };
-      const partial = `${path}.${current.token}`;
-      writeFileSync(partial, JSON.stringify(current), { mode: 0o600 });
-      renameSync(partial, path);
+    update,
+    markStopping() {
+      try {
+        update({ stopping: true });
+      } catch {
+        // A start meanwhile is refused rather than waiting: the stop itself goes on.
+      }
     },
     release,
   };

@@ -54,7 +54,7 @@ export async function main(
     closing = true;
     logger.info("shutting down", { signal });
     // A start meanwhile (a restart) waits for this one instead of being refused.
-    lock.update({ stopping: true });
+    lock.markStopping();
     void app
       .close()
       .then(beforeExit)

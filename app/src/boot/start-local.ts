@@ -249,7 +249,7 @@ await app;
 /** Closes what has started (the app once it is up), then exits with EXIT_IN_USE. */
 async function stopStart(): Promise<never> {
   logger.error("stopping: a service of this start could not listen on its port (see above)");
-  lock.update({ stopping: true });
+  lock.markStopping();
   const running = await app.catch(() => undefined);
   await running?.close();
   await stopSiblings();

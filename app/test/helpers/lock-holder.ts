@@ -8,7 +8,7 @@ import { acquireInstanceLock } from "../../src/boot/instance-lock.js";
 const [dataDir, flag] = process.argv.slice(2);
 if (!dataDir) throw new Error("usage: lock-holder.ts <data directory> [--stopping]");
 const lock = await acquireInstanceLock(dataDir);
-if (flag === "--stopping") lock.update({ stopping: true });
+if (flag === "--stopping") lock.markStopping();
 process.on("SIGTERM", () => process.exit(0));
 setInterval(() => undefined, 60_000);
 process.stdout.write(`locked ${process.pid}\n`);
