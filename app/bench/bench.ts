@@ -7,9 +7,11 @@
  *    runs it, on a PostgreSQL server and on the embedded PGlite, rounds alternating between them.
  * 2. Start-up and memory: a start on an existing database until an authenticated request is
  *    answered, the first `/chat` after it, idle memory of the app and of all its processes.
- * 3. Bytes sent to the model over `script-20.json` (the workload the reference was measured on),
- *    with the default configuration and with every tool registered, and how much of each request
- *    the previous one makes cacheable (tools, system, leading messages).
+ * 3. Bytes sent to the model over `script-20.json` on the team's shared benchmark fake (the
+ *    workload and model the reference's 891,508 bytes were measured on), `npm start` with the
+ *    default configuration and with every tool registered, and the fake's analyser's simulated
+ *    prompt-cache share (`bytes.ts`; STAVROBOT_BENCH_FAKE names the fake, by default
+ *    `../shared/bench/fake-anthropic.mjs` from the repository's root: without it, it says so).
  * 4. History at scale: a database holding a year of use (BENCH_SCALE messages, default 1,000,000,
  *    with compactions): start, first turn, request size, db_search time, against an empty one and
  *    one holding only the same recent conversation.
@@ -20,19 +22,12 @@
  *    floor (measured here when section 1 did not run) (`first-start.ts`; BENCH_ONLY=firststart).
  *
  * Sections 1, 2 and 6 are in `turns.ts`. BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE, BENCH_SCALE_ROUNDS (9),
- * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing, firststart) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
+ * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing, firststart) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; STAVROBOT_BENCH_FAKE names the shared fake of section 3; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
  * bench may create databases on (without one, only PGlite is measured).
  */
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { silentLogger } from "@stavrobot/common";
-import {
-  startFakeAnthropic,
-  startFakeTelegram,
-  textTurn,
-  toolTurn,
-  type FakeLlmServer,
-} from "@stavrobot/common/test-support";
+import { startFakeAnthropic, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { openDatabase } from "../src/db/database.js";
 import { createDbSearchTool } from "../src/tools/db-search.js";
 import { configFor, startTestApp, type TestEnv } from "../test/helpers/app.js";
@@ -50,6 +45,7 @@ import {
 import { benchRunPluginTool } from "./plugin-tool.js";
 import { launchProduct } from "./product.js";
 import { DATABASES, environment, type DbKind } from "./setup.js";
+import { bytesToTheModel } from "./bytes.js";
 import { firstStart } from "./first-start.js";
 import { floorToolMs, startWhileWriting, turnsAndStartUp } from "./turns.js";
 
@@ -62,153 +58,6 @@ const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
 const SCALE_ROUNDS = Number(process.env.BENCH_SCALE_ROUNDS ?? 9);
 const SCALE_TURNS = 40;
 const ONLY = new Set((process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins,writing,firststart").split(","));
-
-// ---------------------------------------------------------------------------------------------
-// 3: bytes to the model
-// ---------------------------------------------------------------------------------------------
-
-interface RequestBody {
-  system?: unknown;
-  tools?: unknown[];
-  messages?: unknown[];
-}
-
-/**
- * Bytes of `current` a provider's prompt cache can serve after `previous`: the cache key is the
- * request's prefix in the provider's order (tools, then system, then messages), not the JSON's
- * byte order, so this compares those parts, each whole, and the leading messages one by one.
- */
-function cacheablePrefix(previous: RequestBody, current: RequestBody): number {
-  const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value ?? null));
-  let shared = 0;
-  if (JSON.stringify(previous.tools) !== JSON.stringify(current.tools)) return shared;
-  shared += bytes(current.tools);
-  if (JSON.stringify(previous.system) !== JSON.stringify(current.system)) return shared;
-  shared += bytes(current.system);
-  const before = previous.messages ?? [];
-  const now = current.messages ?? [];
-  for (let i = 0; i < Math.min(before.length, now.length); i++) {
-    if (JSON.stringify(before[i]) !== JSON.stringify(now[i])) break;
-    shared += bytes(now[i]);
-  }
-  return shared;
-}
-
-/** The workload the reference product's bytes were measured on (`script-20.json`, see the README). */
-const SCRIPT_20 = JSON.parse(readFileSync(new URL("./script-20.json", import.meta.url), "utf8")) as string[];
-/** What the reference sent for `SCRIPT_20` with its default tools, on a fake answering at once. */
-const REFERENCE_BYTES = 891_508;
-
-/** Every optional section, so every tool is registered (none is called). */
-function everyToolSections(fake: FakeLlmServer, telegramUrl: string): string {
-  return [
-    `[webSearch]\napiKey = "k"\nmodel = "claude-sonnet-4-5"\nbaseUrl = "${fake.url}"`,
-    `[webFetch]\napiKey = "k"\nmodel = "claude-sonnet-4-5"\nbaseUrl = "${fake.url}"`,
-    `[tts]\nprovider = "openai"\napiKey = "k"\nmodel = "tts-1"\nbaseUrl = "http://127.0.0.1:1/v1"`,
-    `[stt]\nprovider = "openai"\napiKey = "k"\nmodel = "whisper-1"\nbaseUrl = "http://127.0.0.1:1/v1"`,
-    `[coder]\nmodel = "sonnet"`,
-    `[owner]\nname = "Ada"\ntelegram = 1001\nsignal = "+15550002222"`,
-    `[telegram]\nbotToken = "123456:ABC-bench"\napiBaseUrl = "${telegramUrl}"`,
-    `[signal]\naccount = "+15550001111"`,
-  ].join("\n");
-}
-
-interface BytesFigures {
-  requests: number;
-  total: number;
-  systemBytes: number;
-  toolBytes: number;
-  tools: number;
-  cacheable: number;
-  cacheRead: number;
-}
-
-/**
- * Sends the 20 messages of `SCRIPT_20` to a fresh conversation, as the reference was measured:
- * a message naming `SQL: …` gets that `execute_sql` call and then a short answer, any other a
- * short answer at once. Sizes are the requests' `content-length`.
- */
-async function scriptBytes(fake: FakeLlmServer, sections: string): Promise<BytesFigures> {
-  fake.reset();
-  const env = await environment("pglite", configFor(fake, "anthropic", sections));
-  const app = await startTestApp(env);
-  try {
-    fake.setResponder((request) => {
-      const text = request.lastUserText;
-      const sql = /SQL: (.+)$/.exec(text);
-      if (sql && text.includes("Text: ")) return toolTurn("execute_sql", { query: sql[1] });
-      if (text.includes("Text: ")) return textTurn("Noted. I will keep that in mind.");
-      return textTurn("Here are the codes you asked for.");
-    });
-    const target: ChatTarget = { url: `http://127.0.0.1:${app.port}`, password: "test-password-123" };
-    for (const message of SCRIPT_20) await postChat(target, message);
-    const bodies = fake.requests.map((request) => JSON.stringify(request.body));
-    const sizes = fake.requests.map((request, i) =>
-      Number(request.headers["content-length"] ?? Buffer.byteLength(bodies[i] ?? "")),
-    );
-    const parsed = fake.requests.map((request) => request.body as RequestBody);
-    let shared = 0;
-    for (let i = 1; i < parsed.length; i++)
-      shared += cacheablePrefix(parsed[i - 1] as RequestBody, parsed[i] as RequestBody);
-    const later = bodies.slice(1).reduce((sum, body) => sum + Buffer.byteLength(body), 0);
-    const first = parsed[0];
-    const usage = await app.db.query<{ input: number; cache_read: number; cache_write: number }>(
-      `SELECT (content->'usage'->>'input')::int AS input, (content->'usage'->>'cacheRead')::int AS cache_read,
-              (content->'usage'->>'cacheWrite')::int AS cache_write FROM messages WHERE role = 'assistant'`,
-    );
-    let tokens = 0;
-    let read = 0;
-    for (const row of usage.rows) {
-      tokens += row.input + row.cache_read + row.cache_write;
-      read += row.cache_read;
-    }
-    return {
-      requests: sizes.length,
-      total: sizes.reduce((a, b) => a + b, 0),
-      systemBytes: Buffer.byteLength(JSON.stringify(first?.system ?? "")),
-      toolBytes: Buffer.byteLength(JSON.stringify(first?.tools ?? [])),
-      tools: first?.tools?.length ?? 0,
-      cacheable: shared / later,
-      cacheRead: read / tokens,
-    };
-  } finally {
-    fake.setResponder(undefined);
-    await app.close();
-    await env.cleanup();
-  }
-}
-
-async function bytesToTheModel(fake: FakeLlmServer): Promise<string[]> {
-  const telegram = await startFakeTelegram();
-  try {
-    const plain = await scriptBytes(fake, "");
-    const every = await scriptBytes(fake, everyToolSections(fake, telegram.url));
-    const row = (label: string, value: (f: BytesFigures) => string) =>
-      `| ${label} | ${value(plain)} | ${value(every)} |`;
-    const percent = (n: number) => `${(100 * n).toFixed(1)} %`;
-    return [
-      "| bytes sent to the model (`script-20.json`, a fresh conversation) | default configuration | every optional tool registered |",
-      "|---|---|---|",
-      row("requests", (f) => String(f.requests)),
-      row("total bytes", (f) => f.total.toLocaleString("en")),
-      row(
-        `÷ the reference (${REFERENCE_BYTES.toLocaleString("en")} B, its default tools)`,
-        (f) => `${(f.total / REFERENCE_BYTES).toFixed(3)}×`,
-      ),
-      row("bytes per request (mean)", (f) => Math.round(f.total / f.requests).toLocaleString("en")),
-      row(
-        "system prompt / tool definitions per request",
-        (f) => `${f.systemBytes} B / ${f.toolBytes} B (${f.tools} tools)`,
-      ),
-      row("share of each request the previous one makes cacheable (tools, system, leading messages)", (f) =>
-        percent(f.cacheable),
-      ),
-      row("input tokens served from the prompt cache (fake's emulation)", (f) => percent(f.cacheRead)),
-    ];
-  } finally {
-    await telegram.close();
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // 4: history at scale
@@ -399,9 +248,8 @@ async function pluginFigures(): Promise<string[]> {
 
 // The timed sections use a fake that only reads each request: its prompt-cache emulation costs
 // time in proportion to the history sent, which would be counted as the product's (the floor
-// sends no history). The bytes section, which reports cache reads, emulates the cache.
+// sends no history). The bytes section runs the shared benchmark fake instead.
 const fake = await startFakeAnthropic({ promptCache: false });
-const caching = await startFakeAnthropic();
 const sections: string[][] = [];
 try {
   let floorTool: number | undefined;
@@ -410,7 +258,7 @@ try {
     sections.push(turns.rows);
     floorTool = turns.floorTool;
   }
-  if (ONLY.has("bytes")) sections.push(await bytesToTheModel(caching));
+  if (ONLY.has("bytes")) sections.push(await bytesToTheModel());
   if (ONLY.has("scale")) sections.push(await historyAtScale(fake));
   if (ONLY.has("plugins")) sections.push(await pluginFigures());
   if (ONLY.has("writing")) sections.push(await startWhileWriting(fake));
@@ -418,6 +266,5 @@ try {
     sections.push(await firstStart(fake, floorTool ?? (await floorToolMs(fake, 3))));
 } finally {
   await fake.close();
-  await caching.close();
 }
 console.log(sections.map((rows) => rows.join("\n")).join("\n\n"));

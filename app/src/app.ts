@@ -99,7 +99,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   }
   const config = loadConfig(paths.configPath);
   const internalSecret = resolveInternalSecret({ env, file: paths.secretFile, create: true });
-  await writeMcpServersFile(paths.secretFile, config);
+  await writeMcpServersFile(paths, config);
   // Meanwhile: the model's client and a connection to its host.
   const model = await wireModel({ config, configPath: paths.configPath, logger });
   phases.end("config");

@@ -54,7 +54,7 @@ beforeAll(async () => {
     },
     logger: silentLogger,
     // The doctor finds the app through the data directory's lock, as it finds one `npm start` runs.
-    instanceLock: acquireInstanceLock(env.dir),
+    instanceLock: await acquireInstanceLock(env.dir),
   });
   await vi.waitFor(() => expect(telegram.webhook?.url).toBe(`http://127.0.0.1:${port}/telegram/webhook`));
 });

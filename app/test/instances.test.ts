@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,7 +8,15 @@ import { z } from "zod";
 import { Router, basicAuthHeader, runService, silentLogger } from "@stavrobot/common";
 import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
 import { PASSWORD, configFor, createTestEnv, post, type TestEnv } from "./helpers/app.js";
-import { freePort, runToExit, startAppProcess, type AppProcess } from "./helpers/process.js";
+import {
+  NPM_START,
+  NPM_START_ENV,
+  freePort,
+  repoRoot,
+  runToExit,
+  startAppProcess,
+  type AppProcess,
+} from "./helpers/process.js";
 
 // Two instances on one machine: one data directory has one running instance, and a second
 // checkout that finds a port taken stops at once saying which, in one line.
@@ -72,8 +80,8 @@ async function newEnv(): Promise<TestEnv> {
   return env;
 }
 
-async function start(env: NodeJS.ProcessEnv): Promise<AppProcess> {
-  const app = await startAppProcess(env);
+async function start(env: NodeJS.ProcessEnv, command?: string[]): Promise<AppProcess> {
+  const app = await startAppProcess(env, 60_000, command);
   running.push(app);
   return app;
 }
@@ -113,6 +121,55 @@ describe("two npm start on one data directory", () => {
     expect((await post(afterKill.port, "/chat", { message: "and now?" })).status).toBe(200);
     expect(JSON.stringify(fake!.requests[next]?.body)).toContain("remember the blue door");
   }, 240_000);
+});
+
+describe("npm start right after the previous one was killed with kill -9", () => {
+  it("starts at once while the killed launcher is a zombie its parent has not reaped", async () => {
+    const testEnv = await newEnv();
+    const ports = await freePorts();
+    // npm start's launcher whose parent outlives it without collecting its exit status (sh,
+    // replaced by sleep): after a kill -9 of its process group it stays a zombie, as npm's
+    // launcher does until init reaps it. setsid gives it a process group of its own, as npm's has.
+    const parent = spawn(
+      "sh",
+      ["-c", 'setsid "$@" & echo "$!"; exec sleep 3600', "sh", process.execPath, ...NPM_START],
+      {
+        cwd: repoRoot,
+        env: { ...testEnv.env, ...NPM_START_ENV, ...ports },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let log = "";
+    parent.stderr.on("data", (chunk: Buffer) => (log += chunk.toString()));
+    try {
+      const launcher = await new Promise<number>((resolve) =>
+        parent.stdout.once("data", (chunk: Buffer) => resolve(Number(chunk.toString().trim()))),
+      );
+      await vi
+        .waitUntil(() => healthy(Number(ports.PORT)), { timeout: 60_000, interval: 100 })
+        .catch((error: Error) => Promise.reject(new Error(`${error.message}:\n${log}`)));
+      fake!.enqueue(textTurn("Noted: the green gate."));
+      expect((await post(Number(ports.PORT), "/chat", { message: "remember the green gate" })).status).toBe(
+        200,
+      );
+      const lock = join(testEnv.dir, "instance.lock");
+      expect((JSON.parse(readFileSync(lock, "utf8")) as { pid: number }).pid).toBe(launcher);
+
+      process.kill(-launcher, "SIGKILL");
+      // Started again at once: not refused as "Another Stavrobot (pid …) is running".
+      const next = await start(testEnv.env, NPM_START);
+      expect(readFileSync(`/proc/${launcher}/stat`, "utf8")).toMatch(/\) Z /);
+      fake!.enqueue(textTurn("The green one."));
+      const before = fake!.requests.length;
+      // The answer the kill kept from being marked received comes first (it may not have arrived).
+      expect((await post(next.port, "/chat", { message: "which gate?" })).body.response).toContain(
+        "The green one.",
+      );
+      expect(JSON.stringify(fake!.requests[before]?.body)).toContain("remember the green gate");
+    } finally {
+      parent.kill("SIGKILL");
+    }
+  }, 180_000);
 });
 
 describe("two npm start from different data directories", () => {

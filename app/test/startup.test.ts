@@ -217,6 +217,31 @@ describe("npm start", () => {
     expect(await running.stop("SIGTERM")).toBe(0);
   }, 90_000);
 
+  it("hands the owner's MCP servers to its plugin-runner at MCP_SERVERS_FILE, none left beside the secret", async () => {
+    fake = await startFakeAnthropic();
+    // Disabled: declared and listed, never started.
+    testEnv = await createTestEnv(
+      configFor(fake, "anthropic", '[mcpServers.e2e-quiet]\ncommand = "node"\nenabled = false\n'),
+    );
+    // What an older version wrote beside the internal secret (config.toml's directory here).
+    const old = join(testEnv.dir, "main", "mcp-servers.json");
+    writeFileSync(old, '{"e2e-old":{"command":"node"}}\n');
+    const file = join(testEnv.dir, "mcp", "mcp-servers.json");
+    running = await startAppProcess({ ...testEnv.env, MCP_SERVERS_FILE: file }, 60_000, NPM_START);
+    expect(existsSync(old)).toBe(false);
+    expect(Object.keys(JSON.parse(readFileSync(file, "utf8")) as object)).toEqual(["e2e-quiet"]);
+    const { port } = running;
+    await vi.waitFor(
+      async () => {
+        const list = await fetch(`http://127.0.0.1:${port}/api/settings/plugins/list`, {
+          headers: { Authorization: basicAuthHeader(PASSWORD) },
+        });
+        expect(await list.text()).toContain("e2e-quiet");
+      },
+      { timeout: 30_000, interval: 200 },
+    );
+  }, 90_000);
+
   it("leaves no plugin-runner behind when it is killed with kill -9", async () => {
     database = await createTestDatabase();
     running = await startAppProcess({ ...baseEnv(), ...database.env });

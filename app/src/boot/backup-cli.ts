@@ -110,7 +110,7 @@ async function restoreFull(
 async function whileLocked<T>(dataDir: string, step: () => Promise<T>): Promise<T> {
   let lock;
   try {
-    lock = acquireInstanceLock(dataDir);
+    lock = await acquireInstanceLock(dataDir);
   } catch (error) {
     if (error instanceof StartRefused) throw new BackupError(error.message);
     throw error;

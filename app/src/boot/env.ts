@@ -19,6 +19,8 @@ export const appEnvSchema = z.object({
   CODER_URL: z.url().default("http://127.0.0.1:3002"),
   SIGNAL_BRIDGE_URL: z.url().default("http://127.0.0.1:8081"),
   STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).optional(),
+  /** Where the app writes the owner's MCP servers for the plugin-runner (default: beside the internal secret). */
+  MCP_SERVERS_FILE: z.string().min(1).optional(),
   TZ: z.string().optional(),
   /** Where backups go (`npm run backup`, and the app's own of the embedded database). */
   BACKUP_DIR: z.string().min(1).optional(),

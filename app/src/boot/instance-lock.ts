@@ -17,12 +17,22 @@ export interface InstanceRecord {
   port?: number;
   internalPort?: number;
   internalHost?: string;
+  /** Set when its clean stop began: a start waits for it (STOPPING_WAIT_MS) instead of refusing. */
+  stopping?: boolean;
 }
+
+/** How long a start waits for an instance that is stopping before it refuses. */
+export const STOPPING_WAIT_MS = 10_000;
 
 export interface InstanceLock {
   readonly path: string;
   /** Adds facts to the record (the ports, once listening). */
   update(fields: Partial<Pick<InstanceRecord, "port" | "internalPort" | "internalHost">>): void;
+  /**
+   * Marks the record `stopping` (a clean stop began): a start meanwhile waits for this one instead
+   * of refusing. Never throws: a stop must go on even where the mark cannot be written.
+   */
+  markStopping(): void;
   /** Removes the lock file if it is still this holder's. */
   release(): void;
 }
@@ -31,31 +41,51 @@ export interface InstanceLock {
  * One data directory, one running instance: takes `<dataDir>/instance.lock`, or refuses the start
  * naming the pid of the live instance holding it. The file is created with its whole content at
  * once (linked into place, so no reader sees it half-written); a lock left by a process that is
- * gone (killed, or a container's earlier life whose pid this process now has) is taken over. This
- * is the first write of a start, so a data directory it may not write fails here, in one line.
+ * gone (killed, a zombie not yet reaped, or a container's earlier life whose pid this process now
+ * has) is taken over at once. A holder that is stopping (its record says so, or the kernel is
+ * ending it) is waited for, up to `waitMs`. This is the first write of a start, so a data
+ * directory it may not write fails here, in one line.
  */
-export function acquireInstanceLock(dataDir: string): InstanceLock {
+export async function acquireInstanceLock(
+  dataDir: string,
+  { waitMs = STOPPING_WAIT_MS }: { waitMs?: number } = {},
+): Promise<InstanceLock> {
   const path = join(dataDir, LOCK_FILE);
   const record: InstanceRecord = {
     pid: process.pid,
-    processStart: processStart(process.pid),
+    processStart: readStat(process.pid)?.start,
     token: randomBytes(8).toString("hex"),
   };
+  const deadline = Date.now() + waitMs;
   try {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    for (let attempt = 0; attempt < 5; attempt++) {
+    for (let takeovers = 0; takeovers < 5;) {
       if (createWith(path, record)) return holding(path, record);
       const holder = readInstanceRecord(path);
-      if (holder && isRunning(holder)) {
+      const state = holder ? holderState(holder) : "gone";
+      if (state === "running") {
         throw new StartRefused(
-          `Another Stavrobot (pid ${holder.pid}) is running on the data directory ${dataDir}: stop it ` +
-            `first (kill ${holder.pid}), or give this one another DATA_DIR. Only one instance may use a ` +
+          `Another Stavrobot (pid ${holder?.pid}) is running on the data directory ${dataDir}: stop it ` +
+            `first (kill ${holder?.pid}), or give this one another DATA_DIR. Only one instance may use a ` +
             `data directory (both would open its database).`,
           EXIT_IN_USE,
         );
       }
+      if (state === "stopping") {
+        if (Date.now() >= deadline) {
+          throw new StartRefused(
+            `Another Stavrobot (pid ${holder?.pid}) is still stopping on the data directory ${dataDir} ` +
+              `after ${Math.round(waitMs / 1000)} s: start again once it has stopped (or kill -9 ` +
+              `${holder?.pid}). Only one instance may use a data directory (both would open its database).`,
+            EXIT_IN_USE,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        continue;
+      }
       // Its holder is gone: remove it and try again (another starter may win the next round).
       removeIfExists(path);
+      takeovers++;
     }
   } catch (error) {
     throw cannotWrite(error, dataDir) ?? error;
@@ -63,10 +93,10 @@ export function acquireInstanceLock(dataDir: string): InstanceLock {
   throw new StartRefused(`Could not take ${path}: it keeps changing; is another start running?`, EXIT_IN_USE);
 }
 
-/** The live instance recorded in `dataDir`, if one is running there. */
+/** The live instance recorded in `dataDir`, if one is running there (or is stopping). */
 export function runningInstance(dataDir: string): InstanceRecord | undefined {
   const holder = readInstanceRecord(join(dataDir, LOCK_FILE));
-  return holder && isRunning(holder) ? holder : undefined;
+  return holder && holderState(holder) !== "gone" ? holder : undefined;
 }
 
 /**
@@ -101,14 +131,22 @@ function holding(path: string, record: InstanceRecord): InstanceLock {
     process.off("exit", onExit);
     if (ours()) removeIfExists(path);
   };
+  const update = (fields: Partial<InstanceRecord>) => {
+    if (!ours()) return;
+    current = { ...current, ...fields };
+    const partial = `${path}.${current.token}`;
+    writeFileSync(partial, JSON.stringify(current), { mode: 0o600 });
+    renameSync(partial, path);
+  };
   return {
     path,
-    update(fields) {
-      if (!ours()) return;
-      current = { ...current, ...fields };
-      const partial = `${path}.${current.token}`;
-      writeFileSync(partial, JSON.stringify(current), { mode: 0o600 });
-      renameSync(partial, path);
+    update,
+    markStopping() {
+      try {
+        update({ stopping: true });
+      } catch {
+        // A start meanwhile is refused rather than waiting: the stop itself goes on.
+      }
     },
     release,
   };
@@ -153,30 +191,52 @@ function readInstanceRecord(path: string): InstanceRecord | undefined {
   return { pid: 0, token: "" };
 }
 
+/** PF_EXITING in /proc/<pid>/stat's flags: the kernel is ending the process (killed, or exiting). */
+const PF_EXITING = 0x4;
+
 /**
- * Whether the recorded process is alive and is the one that wrote the record: not this process
- * (a container restarted with the same pid), not a later process given the same pid.
+ * Whether the recorded process still runs, is on its way out, or is gone. Gone: no such process,
+ * this very process (a container restarted with the same pid), a later process given the same pid
+ * (its start time differs), or a zombie (dead, its exit status not yet collected by its parent:
+ * after a `kill -9` of `npm start`'s process group the launcher is one until init reaps it).
+ * Stopping: the kernel is ending it, or its record says its clean stop began.
  */
-function isRunning(holder: InstanceRecord): boolean {
-  if (holder.pid <= 0 || holder.pid === process.pid) return false;
+function holderState(holder: InstanceRecord): "running" | "stopping" | "gone" {
+  if (holder.pid <= 0 || holder.pid === process.pid) return "gone";
   try {
     process.kill(holder.pid, 0);
   } catch (error) {
     // EPERM: alive, but another user's.
-    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return "gone";
   }
-  const started = processStart(holder.pid);
-  return holder.processStart === undefined || started === undefined || started === holder.processStart;
+  const stat = readStat(holder.pid);
+  if (stat) {
+    if (holder.processStart !== undefined && stat.start !== holder.processStart) return "gone";
+    if (stat.state === "Z" || stat.state === "X" || stat.state === "x") return "gone";
+    if (stat.flags & PF_EXITING) return "stopping";
+  }
+  return holder.stopping ? "stopping" : "running";
 }
 
-/** Field 22 of /proc/<pid>/stat (after the command name, which may hold spaces and parentheses). */
-function processStart(pid: number): string | undefined {
+interface ProcessStat {
+  /** R, S, D, Z (zombie), X (dead), …: field 3. */
+  state: string;
+  /** The kernel's PF_* flags: field 9. */
+  flags: number;
+  /** Start time in clock ticks since boot: field 22. */
+  start: string;
+}
+
+/** /proc/<pid>/stat (Linux), read after the command name, which may hold spaces and parentheses. */
+function readStat(pid: number): ProcessStat | undefined {
+  let stat: string;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   } catch {
     return undefined;
   }
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { state: fields[0] ?? "", flags: Number(fields[6]), start: fields[19] ?? "" };
 }
 
 function removeIfExists(path: string): void {

@@ -1,4 +1,13 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -7,6 +16,7 @@ import { z } from "zod";
 import { ConfigError, mcpServerSchema, parseTomlConfig } from "@stavrobot/common";
 import { loadConfig } from "./config.js";
 import { writeMcpServersFile } from "./mcp-servers.js";
+import { resolvePaths } from "./paths.js";
 
 const MINIMAL = 'model = "claude-sonnet-4-5"\npassword = "correct-horse"\n';
 let dir: string;
@@ -103,14 +113,40 @@ describe("config.example.toml documents every key of a server", () => {
 });
 
 describe("the declarations handed to the plugin-runner", () => {
-  it("writes them beside the internal secret, owner-only, and removes the file when none are left", async () => {
-    const secret = join(dir, "internal-secret");
-    const config = load('[mcpServers.memory]\ncommand = "npx"\n[mcpServers.memory.env]\nTOKEN = "t0ken"\n');
-    await writeMcpServersFile(secret, config);
+  const withServer = '[mcpServers.memory]\ncommand = "npx"\n[mcpServers.memory.env]\nTOKEN = "t0ken"\n';
+
+  it("writes them beside the internal secret by default, owner-only, and removes the file when none are left", async () => {
+    const paths = resolvePaths({
+      DATA_DIR: dir,
+      STAVROBOT_INTERNAL_SECRET_FILE: join(dir, "internal-secret"),
+    });
+    const config = load(withServer);
+    await writeMcpServersFile(paths, config);
     const file = join(dir, "mcp-servers.json");
+    expect(paths.mcpServersFile).toBe(file);
     expect(JSON.parse(readFileSync(file, "utf8"))).toEqual({ memory: config.mcpServers?.memory });
     expect(statSync(file).mode & 0o777).toBe(0o600);
-    await writeMcpServersFile(secret, load(""));
+    await writeMcpServersFile(paths, load(""));
     expect(existsSync(file)).toBe(false);
+  });
+
+  it("writes them to MCP_SERVERS_FILE, and removes the copy an older version left beside the secret", async () => {
+    // Compose: the secret's directory is mounted into every sibling, the MCP one only into the plugin-runner.
+    const secrets = join(dir, "secrets");
+    mkdirSync(secrets);
+    writeFileSync(join(secrets, "internal-secret"), "a-secret-of-sixteen-or-more\n");
+    writeFileSync(join(secrets, "mcp-servers.json"), '{"memory":{"env":{"TOKEN":"old"}}}\n');
+    const paths = resolvePaths({
+      DATA_DIR: dir,
+      STAVROBOT_INTERNAL_SECRET_FILE: join(secrets, "internal-secret"),
+      MCP_SERVERS_FILE: join(dir, "mcp", "mcp-servers.json"),
+    });
+    const config = load(withServer);
+    await writeMcpServersFile(paths, config);
+    expect(readdirSync(secrets)).toEqual(["internal-secret"]);
+    expect(JSON.parse(readFileSync(join(dir, "mcp", "mcp-servers.json"), "utf8"))).toEqual({
+      memory: config.mcpServers?.memory,
+    });
+    expect(statSync(join(dir, "mcp")).mode & 0o777).toBe(0o700);
   });
 });

@@ -30,7 +30,7 @@ export async function main(
   let app: RunningApp;
   let lock: InstanceLock;
   try {
-    lock = options.lock ?? acquireInstanceLock(resolvePaths(parseAppEnv(env)).dataDir);
+    lock = options.lock ?? (await acquireInstanceLock(resolvePaths(parseAppEnv(env)).dataDir));
   } catch (error) {
     await beforeExit();
     return exitForRefusal(error, env, logger);
@@ -53,6 +53,8 @@ export async function main(
     if (closing) return;
     closing = true;
     logger.info("shutting down", { signal });
+    // A start meanwhile (a restart) waits for this one instead of being refused.
+    lock.markStopping();
     void app
       .close()
       .then(beforeExit)

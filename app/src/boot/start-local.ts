@@ -79,7 +79,7 @@ const urlVariables: Record<string, string> = {
 /** A sibling the app is pointed at by URL is not started here (nor is its port claimed). */
 const own = (service: string): boolean => !env[urlVariables[service] as string];
 // One data directory, one instance: taken before any sibling starts on it.
-const lock = await refuseOrRun(async () => acquireInstanceLock(paths.dataDir));
+const lock = await refuseOrRun(() => acquireInstanceLock(paths.dataDir));
 /** Every port this start listens on, checked at once so a second checkout learns all it must move. */
 const claims: PortClaim[] = [
   { port: settings.PORT, host: settings.HOST, variable: "PORT" },
@@ -131,7 +131,7 @@ const entry = (service: string) => join(rootDir, service, codeDir, codeDir === "
 const pluginsDir = join(paths.dataDir, "plugins");
 
 // The plugin-runner finds the owner's MCP servers from its first moment (the app writes them again).
-if (config) await writeMcpServersFile(paths.secretFile, config);
+if (config) await writeMcpServersFile(paths, config);
 
 const siblings: Sibling[] = [];
 if (own("plugin-runner")) {
@@ -156,6 +156,7 @@ if (own("plugin-runner")) {
             ? { PLUGIN_OSAURUS_TRUSTED_KEYS: config.plugins.osaurusTrustedKeys.join(",") }
             : {}),
           PLUGIN_RUNNER_STATE_DIR: join(paths.dataDir, "plugin-runner"),
+          MCP_SERVERS_FILE: paths.mcpServersFile,
           // Tools find uv, python3, node and git where this launcher finds them.
           PLUGIN_TOOL_PATH: toolPathFor(env.PATH ?? "", env),
           ...pick(["PLUGIN_SANDBOX", "UV_PYTHON_INSTALL_DIR", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"]),
@@ -266,6 +267,7 @@ await app;
 /** Closes what has started (the app once it is up), then exits with EXIT_IN_USE. */
 async function stopStart(): Promise<never> {
   logger.error("stopping: a service of this start could not listen on its port (see above)");
+  lock.markStopping();
   const running = await app.catch(() => undefined);
   await running?.close();
   await stopSiblings();

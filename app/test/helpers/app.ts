@@ -13,7 +13,7 @@ export const INTERNAL_SECRET = "internal-secret-for-tests-0123456789";
 export type LlmKind = "anthropic" | "openai";
 
 /** config.toml text pointing the app at a fake LLM server. */
-export function configFor(fake: FakeLlmServer, kind: LlmKind = "anthropic", extra = ""): string {
+export function configFor(fake: Pick<FakeLlmServer, "url">, kind: LlmKind = "anthropic", extra = ""): string {
   const llm =
     kind === "anthropic"
       ? `provider = "anthropic"\nmodel = "claude-sonnet-4-5"\nbaseUrl = "${fake.url}"\napi = "anthropic-messages"\napiKey = "sk-ant-api03-test"`
