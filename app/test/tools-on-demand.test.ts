@@ -65,7 +65,7 @@ describe("tools on demand (the default)", () => {
       (tool) => tool.name === "load_tools",
     );
     expect(loader?.description).toContain("manage_pages (web pages you publish)");
-    expect(loader?.description).toContain("run_python (Python)");
+    expect(loader?.description).toContain("run_plugin_tool, run_python, manage_interlocutors (people)");
 
     fake.enqueue(toolTurn("load_tools", { names: ["manage_pages"] }), textTurn("ready"));
     const load = fake.requests.length;

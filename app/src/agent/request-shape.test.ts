@@ -65,6 +65,24 @@ describe("RequestShaper", () => {
     expect(names(shaper.shape({ messages: odd, tools: TOOLS }))).toEqual(["execute_sql", "load_tools"]);
   });
 
+  it("offers the plugin tools on demand while the system prompt lists no plugin, always once it lists one", () => {
+    const shaper = new RequestShaper({ toolsOnDemand: true, earlierResultChars: 0 });
+    const tools = ["execute_sql", "manage_plugins", "run_plugin_tool", "load_tools"].map(tool);
+    const none: Context = { systemPrompt: "You are Stavrobot.", messages: [user("hi")], tools };
+    expect(names(shaper.shape(none))).toEqual(["execute_sql", "load_tools"]);
+    const loaded = [user("install it"), call("load_tools", { names: ["manage_plugins"] })];
+    expect(names(shaper.shape({ ...none, messages: loaded }))).toEqual([
+      "execute_sql",
+      "manage_plugins",
+      "load_tools",
+    ]);
+    const listed: Context = {
+      ...none,
+      systemPrompt: "You are Stavrobot.\n\nAvailable plugins:\n- weather: Forecasts.",
+    };
+    expect(names(shaper.shape(listed))).toEqual(tools.map((t) => t.name));
+  });
+
   it("shortens long results of earlier turns only, once, at a line's end and never inside a pair", () => {
     const shaper = new RequestShaper({ toolsOnDemand: false, earlierResultChars: 100 });
     const lines = Array.from({ length: 30 }, (_, i) => `line ${i} ${"x".repeat(10)}`).join("\n");

@@ -2,9 +2,10 @@
  * What of a turn's context goes to the model, decided per request and from the conversation
  * alone (so the same history always makes the same request, and the prompt cache holds):
  *
- * - With `toolsOnDemand`, the definitions of the rarely used tools (`ON_DEMAND_TOOLS`) are sent
- *   only once the conversation loaded them with `load_tools`, or called them, since its last
- *   summary. Every tool still runs when called; only what each request describes changes.
+ * - With `toolsOnDemand`, the definitions of the rarely used tools (`ON_DEMAND_TOOLS`, and the
+ *   plugin tools while the system prompt lists no plugin) are sent only once the conversation
+ *   loaded them with `load_tools`, or called them, since its last summary. Every tool still runs
+ *   when called; only what each request describes changes.
  * - A tool result of an earlier turn longer than `earlierResultChars` is sent as its start and a
  *   note. The model answered from it in its own turn; at the next turn's start only the end of
  *   the cached prefix changes (the previous turn), so the cache keeps serving the rest.
@@ -15,7 +16,8 @@
  */
 import type { Context, Message, TextContent, Tool, ToolResultMessage } from "@mariozechner/pi-ai";
 import type { ModelStream } from "../model/stream.js";
-import { LOAD_TOOLS, ON_DEMAND_TOOLS } from "../tools/load-tools.js";
+import { LOADABLE_TOOLS, LOAD_TOOLS, ON_DEMAND_TOOLS, PLUGIN_TOOLS } from "../tools/load-tools.js";
+import { PLUGIN_LIST_HEADING } from "../plugins/plugin-list.js";
 
 export interface RequestShape {
   toolsOnDemand: boolean;
@@ -50,7 +52,9 @@ export class RequestShaper {
     if (!this.options.toolsOnDemand || !all?.some((tool) => tool.name === LOAD_TOOLS)) return all;
     const loaded = new Set<string>();
     for (const message of context.messages) for (const name of this.loadsOf(message)) loaded.add(name);
-    const tools = all.filter((tool) => !(tool.name in ON_DEMAND_TOOLS) || loaded.has(tool.name));
+    const pluginsListed = context.systemPrompt?.includes(PLUGIN_LIST_HEADING) ?? false;
+    const onDemand = (name: string) => name in ON_DEMAND_TOOLS || (!pluginsListed && name in PLUGIN_TOOLS);
+    const tools = all.filter((tool) => !onDemand(tool.name) || loaded.has(tool.name));
     const key = tools.map((tool) => tool.name).join(",");
     if (this.offered?.from === all && this.offered.key === key) return this.offered.tools;
     this.offered = { from: all, key, tools };
@@ -63,7 +67,7 @@ export class RequestShaper {
     if (names) return names;
     names = message.content.flatMap((block) => {
       if (block.type !== "toolCall") return [];
-      if (block.name in ON_DEMAND_TOOLS) return [block.name];
+      if (block.name in LOADABLE_TOOLS) return [block.name];
       const asked: unknown = block.name === LOAD_TOOLS ? block.arguments.names : undefined;
       // The arguments' check turns a lone name into a list before the tool runs; read it so too.
       if (typeof asked === "string") return [asked];

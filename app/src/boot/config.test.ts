@@ -47,7 +47,7 @@ describe("loadConfig", () => {
       thinkingLevel: "off",
       maxToolRounds: 40,
       toolsOnDemand: true,
-      earlierResultChars: 600,
+      earlierResultChars: 300,
       queue: { maxRetries: 3, retryDelaySeconds: 30, startWhileWriting: true },
     });
     expect(Object.isFrozen(config)).toBe(true);

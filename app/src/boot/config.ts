@@ -75,7 +75,7 @@ export const configSchema = z
     thinkingLevel: z.enum(thinkingLevels).default("off"),
     maxToolRounds: z.number().int().min(1).max(1000).default(40),
     toolsOnDemand: z.boolean().default(true),
-    earlierResultChars: z.number().int().min(0).max(1_000_000).default(600),
+    earlierResultChars: z.number().int().min(0).max(1_000_000).default(300),
     queue: z
       .strictObject({
         maxRetries: z.number().int().min(0).max(10).default(3),

@@ -7,6 +7,9 @@ const MAX_DESCRIPTION_CHARS = 200;
 const MAX_PLUGINS_LISTED = 50;
 let lastWarning = 0;
 
+/** The first line of the plugin block (a system prompt that lists plugins contains it). */
+export const PLUGIN_LIST_HEADING = "Available plugins:";
+
 /**
  * The plugin block of the system prompt: "Available plugins:\n- name: description", or "" when
  * there are none, or undefined when the runner could not be asked (logged; never throws).
@@ -31,7 +34,7 @@ export async function describePluginsForPrompt(
     if (plugins.length > shown.length) {
       lines.push(`- …and ${plugins.length - shown.length} more (manage_plugins list shows them all)`);
     }
-    return `Available plugins:\n${lines.join("\n")}`;
+    return `${PLUGIN_LIST_HEADING}\n${lines.join("\n")}`;
   } catch (error) {
     // Asked again every turn while the runner is away: say so once a minute, not every turn.
     if (Date.now() - lastWarning > 60_000) {

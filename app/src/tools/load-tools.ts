@@ -4,21 +4,34 @@ import { ToolError, textResult } from "./result.js";
 
 /**
  * Built-in tools most conversations never call, with a few words each for `load_tools`'s
- * description. With `toolsOnDemand`, their definitions are sent only once a conversation loaded
+ * description (none where the name says it). With `toolsOnDemand`, their definitions are sent only once a conversation loaded
  * them (`agent/request-shape.ts`); the tools themselves, their names and parameters are unchanged.
  */
 export const ON_DEMAND_TOOLS: Readonly<Record<string, string>> = {
   manage_pages: "web pages you publish",
   manage_files: "workspace files",
   manage_uploads: "files people sent",
-  run_python: "Python",
+  run_python: "",
   manage_interlocutors: "people",
   manage_agents: "subagents",
-  send_agent_message: "message an agent",
+  send_agent_message: "",
   web_fetch: "read a web page",
   text_to_speech: "speech",
   request_coding_task: "code a plugin",
 };
+
+/**
+ * The plugin tools: on demand like the others while the conversation's system prompt lists no
+ * plugin (a new install has none, and most conversations never add one); sent with every request
+ * once it lists one (`agent/request-shape.ts`).
+ */
+export const PLUGIN_TOOLS: Readonly<Record<string, string>> = {
+  manage_plugins: "install or list plugins",
+  run_plugin_tool: "",
+};
+
+/** What `load_tools` can load: the on-demand tools, then the plugin tools. */
+export const LOADABLE_TOOLS: Readonly<Record<string, string>> = { ...ON_DEMAND_TOOLS, ...PLUGIN_TOOLS };
 
 export const LOAD_TOOLS = "load_tools";
 
@@ -32,11 +45,14 @@ const parameters = Type.Object({
  * conversation itself (this call stays in it), so nothing is stored here.
  */
 export function createLoadToolsTool(available: readonly string[]): AgentTool<typeof parameters> {
-  const list = available.map((name) => `${name} (${ON_DEMAND_TOOLS[name] ?? name})`).join(", ");
+  // A name that says what it is goes alone.
+  const list = available
+    .map((name) => (LOADABLE_TOOLS[name] ? `${name} (${LOADABLE_TOOLS[name]})` : name))
+    .join(", ");
   return {
     name: LOAD_TOOLS,
     label: "Load tools",
-    description: `Load tools you need before their first use; you can call them from your next step on: ${list}.`,
+    description: `Load tools before their first use (callable from your next step): ${list}.`,
     parameters,
     async execute(_id, params) {
       const unknown = params.names.filter((name) => !available.includes(name));

@@ -19,7 +19,7 @@ import { createTextToSpeechTool } from "./text-to-speech.js";
 import { CHANNEL_SOURCES } from "../audience.js";
 import { CHANNELS } from "../channels/registry.js";
 import { createWebFetchTool } from "./web-fetch.js";
-import { ON_DEMAND_TOOLS, createLoadToolsTool } from "./load-tools.js";
+import { LOADABLE_TOOLS, createLoadToolsTool } from "./load-tools.js";
 import { createWebSearchTool } from "./web-search.js";
 import { createSendMessageTool, type SendToolDeps } from "./send-message.js";
 import type { AnyAgentTool } from "./result.js";
@@ -119,7 +119,7 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     ...conditional,
   ];
   // Rarely used tools are described only once a conversation loads them (agent/request-shape.ts).
-  const onDemand = tools.map((tool) => tool.name).filter((name) => name in ON_DEMAND_TOOLS);
+  const onDemand = tools.map((tool) => tool.name).filter((name) => name in LOADABLE_TOOLS);
   if (config.toolsOnDemand && onDemand.length > 0) tools.push(createLoadToolsTool(onDemand));
   return tools;
 }
