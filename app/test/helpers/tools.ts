@@ -1,6 +1,6 @@
 import { expect } from "vitest";
 import { textTurn, toolTurn } from "@stavrobot/common/test-support";
-import { LOAD_TOOLS, ON_DEMAND_TOOLS } from "../../src/tools/load-tools.js";
+import { LOAD_TOOLS, LOADABLE_TOOLS } from "../../src/tools/load-tools.js";
 import { chat, type AppFixture } from "./app.js";
 
 interface ToolDefinition {
@@ -17,8 +17,9 @@ export function offeredTools(body: unknown): string[] {
     (tool): tool is ToolDefinition => typeof tool?.name === "string",
   );
   const loader = tools.find((tool) => tool.name === LOAD_TOOLS);
-  const loadable = Object.keys(ON_DEMAND_TOOLS).filter(
-    (name) => loader?.description?.includes(`${name} (`) && !tools.some((tool) => tool.name === name),
+  const listed = new Set(loader?.description?.split(":").slice(1).join(":").match(/\b[a-z_]+\b/g) ?? []);
+  const loadable = Object.keys(LOADABLE_TOOLS).filter(
+    (name) => listed.has(name) && !tools.some((tool) => tool.name === name),
   );
   return [...tools.map((tool) => tool.name), ...loadable];
 }
