@@ -33,7 +33,8 @@ export class McpGrants {
   constructor(
     private readonly file: string | undefined,
     private readonly logger: Logger,
-    private readonly setfacl = which("setfacl", process.env.PATH ?? "/usr/bin:/bin"),
+    /** setfacl's path; null: there is none. */
+    private readonly setfacl: string | null = which("setfacl", process.env.PATH ?? "/usr/bin:/bin") ?? null,
   ) {}
 
   /**
