@@ -11,7 +11,8 @@ interface Granted {
   tree: boolean;
 }
 
-type Record_ = Record<string, { uid: number; granted: Granted[] }>;
+/** What was given, by server: its user's uid and each path. */
+type GrantRecord = Record<string, { uid: number; granted: Granted[] }>;
 
 const ACL_TIMEOUT_MS = 120_000;
 
@@ -155,16 +156,16 @@ export class McpGrants {
     return (result.stderr.trim() || result.spawnError || `exit ${result.exitCode}`).slice(0, 500);
   }
 
-  private async read(): Promise<Record_> {
+  private async read(): Promise<GrantRecord> {
     if (!this.file) return {};
     try {
-      return JSON.parse(await readFile(this.file, "utf8")) as Record_;
+      return JSON.parse(await readFile(this.file, "utf8")) as GrantRecord;
     } catch {
       return {};
     }
   }
 
-  private async write(record: Record_): Promise<void> {
+  private async write(record: GrantRecord): Promise<void> {
     if (!this.file) return;
     try {
       await mkdir(dirname(this.file), { recursive: true, mode: 0o700 });
