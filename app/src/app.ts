@@ -12,7 +12,7 @@ import { warmUpFirstTurn } from "./agent/warm-up.js";
 import { wireLogin } from "./auth/wiring.js";
 import { Cleanup } from "./boot/cleanup.js";
 import { ensureConfigFile, loadConfig, type AppConfig } from "./boot/config.js";
-import { writeMcpServersFile } from "./boot/mcp-servers.js";
+import { McpConfigWatch, writeMcpServersFile } from "./boot/mcp-servers.js";
 import { providerFields } from "./boot/provider-choice.js";
 import { parseAppEnv } from "./boot/env.js";
 import { findFile } from "./boot/files.js";
@@ -97,7 +97,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         `Settings page (/settings), or add its key (apiKey = "...") to that file and restart. The password is in the file.`,
     );
   }
-  const config = loadConfig(paths.configPath);
+  const config = loadConfig(paths.configPath, env);
   const internalSecret = resolveInternalSecret({ env, file: paths.secretFile, create: true });
   await writeMcpServersFile(paths, config);
   // Meanwhile: the model's client and a connection to its host.
@@ -224,6 +224,20 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     if (backups) cleanup.add(() => backups.stop());
 
     const { signalBridge } = channels;
+    // [mcpServers] edited while the app runs (by hand, `npm run mcp:import`) takes effect now.
+    const mcpConfig = new McpConfigWatch({
+      configPath: paths.configPath,
+      paths,
+      env,
+      logger: logger.child("config"),
+      changed: () => {
+        details.forget();
+        turn.systemPrompt.invalidate("plugins");
+      },
+    });
+    mcpConfig.start();
+    cleanup.add(() => mcpConfig.stop());
+    const mcpConfigProblem = () => mcpConfig.problem;
     const listeners = buildServer({
       queue: turn.queue,
       inbox,
@@ -235,6 +249,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       pluginRunner: siblings.pluginRunner,
       details,
       pluginsChanged: () => turn.systemPrompt.invalidate("plugins"),
+      mcpConfigProblem,
       notReady: () => model.notConfigured,
       allowlist: channels.allowlist,
       people: turn.people,
@@ -290,6 +305,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         dataDir: paths.dataDir,
         backupDir: paths.backupDir,
         backupIntervalSeconds: settings.BACKUP_INTERVAL_SECONDS,
+        mcpConfigProblem,
         provider: () =>
           providerCheck({
             model: model.model,

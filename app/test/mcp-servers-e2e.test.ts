@@ -1,25 +1,19 @@
-import { rmSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { ConfigError, basicAuthHeader, type Logger } from "@stavrobot/common";
+import { EXIT_CONFIG, basicAuthHeader } from "@stavrobot/common";
 import {
+  makeTempRoot,
   namespacesHere,
   startFakeAnthropic,
   textTurn,
   toolTurn,
+  uniqueName,
   type FakeLlmServer,
 } from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
-import { startApp } from "../src/app.js";
-// The real plugin-runner (its routes on port 0) and our own MCP server written with the SDK.
-import {
-  SECRET,
-  makeTempRoot,
-  startPluginHost,
-  uniqueName,
-  type TestPluginHost,
-} from "../../plugin-runner/test/helpers.js";
+// Our own MCP server written with the SDK: bundled for stdio, served over Streamable HTTP.
 import {
   bundleFixtureServer,
   startFixtureHttpServer,
@@ -28,12 +22,17 @@ import {
 import { RED_PIXEL_PNG } from "../../plugin-runner/test/mcp/fixture-server.js";
 import { PASSWORD, chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
-import { freePort } from "./helpers/process.js";
+import { NPM_START, NPM_START_ENV, freePort, repoRoot, runToExit } from "./helpers/process.js";
+import { startProduct, type Product } from "./helpers/product.js";
 
 /**
  * MCP servers the owner declares in config.toml, used by the model through the agent (the LLM is a
- * fake Anthropic server): the app hands the declarations to the real plugin-runner, which runs our
- * own SDK-built server over stdio in the sandbox and reaches it over Streamable HTTP.
+ * fake Anthropic server), with the product under `npm start` (the bundles): our own SDK-built
+ * server over stdio in the sandbox and over Streamable HTTP, for what the published servers
+ * (published-mcp-servers.test.ts) do not show: every kind of result, a tool list that changes, a
+ * crash, timeouts, a broken or disabled server, no network, secrets that never leave; and the
+ * declarations changed while it runs (`npm run mcp:import`, an edit that cannot be used), and
+ * config errors that stop its start.
  */
 const ENV_SECRET = "e2e-env-secret-4d1c88";
 const HEADER_SECRET = "e2e-header-secret-9b07aa";
@@ -43,28 +42,16 @@ const offline = uniqueName("mcp-e2e-off");
 const remote = uniqueName("mcp-e2e-http");
 const disabled = uniqueName("mcp-e2e-dis");
 const broken = uniqueName("mcp-e2e-broken");
-
-const lines: string[] = [];
-function collecting(scope: string): Logger {
-  const log =
-    (level: string) =>
-    (message: string, fields?: Record<string, unknown>): void =>
-      void lines.push(`${level} [${scope}] ${message} ${fields ? JSON.stringify(fields) : ""}`);
-  return {
-    debug: log("debug"),
-    info: log("info"),
-    warn: log("warn"),
-    error: log("error"),
-    child: (child) => collecting(`${scope}:${child}`),
-  };
-}
+// Imported from a `.mcp.json` while the product runs, named with an underscore.
+const importedDeclared = uniqueName("imported").replace("-", "_");
+const imported = importedDeclared.replace("_", "-");
 
 let fake: FakeLlmServer;
 let testEnv: TestEnv;
-let app: RunningApp;
-let pluginHost: TestPluginHost;
+let app: Product;
 let http: FixtureHttpServer;
 let root: string;
+let script: string;
 let listener: Server;
 let port: number;
 
@@ -72,54 +59,46 @@ function toml(value: string): string {
   return JSON.stringify(value);
 }
 
+const servers = () =>
+  `[mcpServers.${stdio}]\ncommand = "node"\nargs = [${toml(script)}]\ntimeoutSeconds = 10\n` +
+  `[mcpServers.${stdio}.env]\nFIXTURE_TOKEN = ${toml(ENV_SECRET)}\n` +
+  `[mcpServers.${quick}]\ncommand = "node"\nargs = [${toml(script)}]\ntimeoutSeconds = 1\n` +
+  `[mcpServers.${offline}]\ncommand = "node"\nargs = [${toml(script)}]\nnetwork = false\n` +
+  `[mcpServers.${broken}]\ncommand = "node"\nargs = ["-e", "process.exit(9)"]\n` +
+  `[mcpServers.${disabled}]\ncommand = "node"\nargs = [${toml(script)}]\nenabled = false\n` +
+  `[mcpServers.${remote}]\ntype = "http"\nurl = ${toml(http.url)}\ndescription = "Remote fixture tools."\n` +
+  `[mcpServers.${remote}.headers]\nAuthorization = ${toml(`Bearer ${HEADER_SECRET}`)}\n`;
+
 beforeAll(async () => {
   root = makeTempRoot("mcp-e2e");
-  const script = await bundleFixtureServer(root);
+  mkdirSync(join(root, "server"), { mode: 0o755 });
+  script = await bundleFixtureServer(join(root, "server"));
   http = await startFixtureHttpServer(HEADER_SECRET);
   listener = createServer((_req, res) => res.end("reached"));
   port = await new Promise<number>((resolve) =>
     listener.listen(0, "127.0.0.1", () => resolve((listener.address() as { port: number }).port)),
   );
-  const servers =
-    `[mcpServers.${stdio}]\ncommand = "node"\nargs = [${toml(script)}]\ntimeoutSeconds = 10\n` +
-    `[mcpServers.${stdio}.env]\nFIXTURE_TOKEN = ${toml(ENV_SECRET)}\n` +
-    `[mcpServers.${quick}]\ncommand = "node"\nargs = [${toml(script)}]\ntimeoutSeconds = 1\n` +
-    `[mcpServers.${offline}]\ncommand = "node"\nargs = [${toml(script)}]\nnetwork = false\n` +
-    `[mcpServers.${broken}]\ncommand = "node"\nargs = ["-e", "process.exit(9)"]\n` +
-    `[mcpServers.${disabled}]\ncommand = "node"\nargs = [${toml(script)}]\nenabled = false\n` +
-    `[mcpServers.${remote}]\nurl = ${toml(http.url)}\ndescription = "Remote fixture tools."\n` +
-    `[mcpServers.${remote}.headers]\nAuthorization = ${toml(`Bearer ${HEADER_SECRET}`)}\n`;
   fake = await startFakeAnthropic();
-  testEnv = await createTestEnv(configFor(fake, "anthropic", servers));
-  const internalPort = await freePort();
-  pluginHost = await startPluginHost({
-    appUrl: `http://127.0.0.1:${internalPort}`,
-    // Where the app writes them: beside its internal secret, beside config.toml here.
-    mcpServersFile: join(dirname(testEnv.env.CONFIG_PATH as string), "mcp-servers.json"),
-    logger: collecting("plugin-runner"),
-  });
-  app = await startApp({
-    env: {
-      ...testEnv.env,
-      INTERNAL_PORT: String(internalPort),
-      PLUGIN_RUNNER_URL: pluginHost.url,
-      STAVROBOT_INTERNAL_SECRET: SECRET,
-    },
-    logger: collecting("app"),
-  });
-}, 120_000);
+  testEnv = await createTestEnv(configFor(fake, "anthropic", servers()));
+  app = await startProduct(testEnv);
+}, 180_000);
 
 afterAll(async () => {
-  await app?.close();
-  await pluginHost?.close();
-  for (const name of [stdio, quick, offline, remote, disabled, broken])
-    await pluginHost?.host.isolation.removeUser(name);
+  if (app) {
+    // Declarations removed while it runs: the servers stop and their users go.
+    writeFileSync(testEnv.env.CONFIG_PATH as string, configFor(fake));
+    await vi
+      .waitFor(async () => expect((await app.runner("GET", `/bundles/${stdio}`)).status).toBe(404), {
+        timeout: 30_000,
+      })
+      .catch(() => undefined);
+    await app.stop();
+  }
   await http?.close();
   await new Promise((resolve) => listener?.close(resolve));
   await fake?.close();
   await testEnv?.cleanup();
   if (root) rmSync(root, { recursive: true, force: true });
-  if (pluginHost) rmSync(pluginHost.root, { recursive: true, force: true });
 });
 
 const runTool = (plugin: string, tool: string, parameters: Record<string, unknown> = {}) =>
@@ -140,15 +119,19 @@ function toolResult(request: { body: { messages: { content: unknown }[] } }): Re
   return last.find((block) => block.type === "tool_result")!;
 }
 
-describe("MCP servers through the agent", () => {
+async function running(plugin: string, timeout = 30_000): Promise<void> {
+  await vi.waitFor(
+    async () => {
+      const answer = await app.runner("GET", `/bundles/${plugin}`);
+      expect((answer.body as { server?: { state: string } }).server?.state).toBe("running");
+    },
+    { timeout, interval: 200 },
+  );
+}
+
+describe("MCP servers through the agent under npm start", () => {
   it("lists each server in the system prompt and shows its tools as the server names them", async () => {
-    await vi.waitFor(
-      async () => {
-        const answer = await pluginHost.request("GET", `/bundles/${stdio}`);
-        expect((answer.body as { server?: { state: string } }).server?.state).toBe("running");
-      },
-      { timeout: 30_000 },
-    );
+    await running(stdio);
     fake.reset();
     fake.enqueue(toolTurn("manage_plugins", { action: "show", name: stdio }), textTurn("seen"));
     await chat(app, "what can the fixture do?");
@@ -163,38 +146,23 @@ describe("MCP servers through the agent", () => {
     expect(shown).toContain("draw-pixel");
   });
 
-  it("the model calls a tool and reads its text", async () => {
+  it("the model calls a tool and reads its text; an image is an image it sees; isError is a tool error", async () => {
     expect((await modelRuns(stdio, "say.hello-world", { name: "Ann" })).lastUserText).toContain(
       "Hello, Ann!",
     );
-  });
-
-  it("an image result is an image the model sees", async () => {
     const request = await modelRuns(stdio, "draw-pixel");
-    const result = toolResult(request);
-    expect(JSON.stringify(result.content)).toContain(RED_PIXEL_PNG);
-    expect(result.content).toEqual(
+    expect(toolResult(request).content).toEqual(
       expect.arrayContaining([
         { type: "image", source: { type: "base64", media_type: "image/png", data: RED_PIXEL_PNG } },
       ]),
     );
     expect(request.lastUserText).toContain("Here is a red pixel.");
+    const refused = toolResult(await modelRuns(stdio, "refuse"));
+    expect(refused.is_error).toBe(true);
+    expect(JSON.stringify(refused.content)).toContain("The fixture refuses politely.");
   });
 
-  it("isError is a tool error", async () => {
-    const result = toolResult(await modelRuns(stdio, "refuse"));
-    expect(result.is_error).toBe(true);
-    expect(JSON.stringify(result.content)).toContain("The fixture refuses politely.");
-  });
-
-  it("progress notifications are logged while the tool runs", async () => {
-    expect((await modelRuns(stdio, "count-slowly")).lastUserText).toContain("counted to 3");
-    expect(lines.filter((line) => line.includes("MCP tool progress") && line.includes(stdio))).toHaveLength(
-      3,
-    );
-  });
-
-  it("progress notifications reach the person following the turn (POST /chat as events)", async () => {
+  it("progress notifications are logged, and reach the person following the turn (POST /chat as events)", async () => {
     fake.reset();
     fake.enqueue(runTool(stdio, "count-slowly"), textTurn("done"));
     const response = await fetch(`http://127.0.0.1:${app.port}/chat`, {
@@ -219,6 +187,11 @@ describe("MCP servers through the agent", () => {
         message: `step ${step}`,
       })),
     );
+    const logged = app
+      .output()
+      .split("\n")
+      .filter((line) => line.includes("MCP tool progress") && line.includes(stdio));
+    expect(logged).toHaveLength(3);
   });
 
   it("a tool list that changes reaches the model", async () => {
@@ -243,6 +216,7 @@ describe("MCP servers through the agent", () => {
   });
 
   it("a hung call is cancelled at the server's timeout", async () => {
+    await running(quick);
     const hung = toolResult(await modelRuns(quick, "hang"));
     expect(hung.is_error).toBe(true);
     expect(JSON.stringify(hung.content)).toContain("did not answer within 1 s and was cancelled");
@@ -256,6 +230,7 @@ describe("MCP servers through the agent", () => {
   });
 
   it.runIf(namespacesHere())("a server with network = false is refused the network", async () => {
+    await running(offline);
     const url = `http://127.0.0.1:${port}/`;
     expect((await modelRuns(stdio, "fetch-url", { url })).lastUserText).toContain("status 200: reached");
     const refused = toolResult(await modelRuns(offline, "fetch-url", { url }));
@@ -263,7 +238,7 @@ describe("MCP servers through the agent", () => {
     expect(JSON.stringify(refused.content)).toContain("fetch failed");
   });
 
-  it("a remote server over Streamable HTTP, with its headers", async () => {
+  it('a remote server over Streamable HTTP (type = "http"), with its headers', async () => {
     expect((await modelRuns(remote, "say.hello-world", { name: "Di" })).lastUserText).toContain("Hello, Di!");
     expect(http.authorizations).toContain(`Bearer ${HEADER_SECRET}`);
   });
@@ -302,7 +277,7 @@ describe("MCP servers through the agent", () => {
     expect((await modelRuns(stdio, "say.hello-world", { name: "Ed" })).lastUserText).toContain("Hello, Ed!");
   });
 
-  it("the status page names a server that keeps failing", async () => {
+  it("the status page names a server that keeps failing, and the doctor says where to look", async () => {
     await vi.waitFor(
       async () => {
         const status = await raw(app.port, "GET", "/api/status", {});
@@ -313,7 +288,6 @@ describe("MCP servers through the agent", () => {
       },
       { timeout: 20_000 },
     );
-    // The doctor fails it too, saying where to look.
     const checked = await raw(app.port, "GET", "/api/checks", {});
     const mcp = (checked.json.checks as { name: string; state: string; detail: string; fix?: string }[]).find(
       (check) => check.name === "mcp servers",
@@ -322,28 +296,123 @@ describe("MCP servers through the agent", () => {
     expect(mcp?.fix).toContain("Plugins page");
   });
 
+  it("npm run mcp:import adds a server from a .mcp.json; the model uses it without a restart", async () => {
+    const file = join(root, ".mcp.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: {
+          [importedDeclared]: {
+            type: "stdio",
+            command: "node",
+            args: [script],
+            env: { FIXTURE_TOKEN: "${IMPORT_TOKEN:-imported-token}" },
+          },
+          [stdio]: { command: "node", args: [script] },
+        },
+      }),
+    );
+    // As a person runs it: through npm, on the same data directory.
+    const done = await runNpm(["run", "--silent", "mcp:import", "--", file], testEnv.env);
+    expect(done.output).toContain(`[mcpServers.${importedDeclared}]`);
+    expect(done.output).toContain(`Refused ${stdio}: config.toml declares "${stdio}" already`);
+    expect(done.code).toBe(1);
+    expect(readFileSync(testEnv.env.CONFIG_PATH as string, "utf8")).toContain(
+      `[mcpServers.${importedDeclared}]`,
+    );
+    await vi.waitFor(
+      async () =>
+        expect((await modelRuns(imported, "say.hello-world", { name: "Fi" })).lastUserText).toContain(
+          "Hello, Fi!",
+        ),
+      { timeout: 30_000, interval: 500 },
+    );
+    // The others kept running as they were.
+    expect((await modelRuns(stdio, "say.hello-world", { name: "Gu" })).lastUserText).toContain("Hello, Gu!");
+  });
+
+  it("an edit that cannot be used keeps the servers running and says why (doctor, Plugins page)", async () => {
+    const path = testEnv.env.CONFIG_PATH as string;
+    const good = readFileSync(path, "utf8");
+    writeFileSync(path, `${good}\n[mcpServers.${stdio}-more]\ncommand = "\${NOT_SET_ANYWHERE}"\n`);
+    await vi.waitFor(
+      async () => {
+        const checked = await raw(app.port, "GET", "/api/checks", {});
+        const problem = (checked.json.checks as { name: string; detail: string }[]).find(
+          (check) => check.name === "mcp servers config",
+        );
+        expect(problem?.detail).toContain("NOT_SET_ANYWHERE is not set in the app's environment");
+      },
+      { timeout: 10_000 },
+    );
+    const list = await raw(app.port, "GET", "/api/settings/plugins/list", {});
+    expect(list.json.mcpConfigProblem).toContain(`mcpServers.${stdio}-more.command`);
+    expect((await modelRuns(stdio, "say.hello-world", { name: "Ha" })).lastUserText).toContain("Hello, Ha!");
+    writeFileSync(path, good);
+    await vi.waitFor(
+      async () => {
+        const checked = await raw(app.port, "GET", "/api/checks", {});
+        expect((checked.json.checks as { name: string }[]).map((check) => check.name)).not.toContain(
+          "mcp servers config",
+        );
+      },
+      { timeout: 10_000 },
+    );
+  });
+
   it("secrets in env and headers never reached the model or a log", () => {
-    const everything = JSON.stringify(fake.requests.map((request) => request.body)) + lines.join("\n");
+    const everything = JSON.stringify(fake.requests.map((request) => request.body)) + app.output();
     expect(everything).not.toContain(ENV_SECRET);
     expect(everything).not.toContain(HEADER_SECRET);
     // The crash printed the token to stderr: it was logged hidden.
-    expect(lines.some((line) => line.includes("rejected") && line.includes("[secret]"))).toBe(true);
+    expect(app.output()).toContain("token [secret] rejected");
   });
+});
 
-  it("a config with an unknown key in a server is refused, naming it", async () => {
-    const bad = await createTestEnv(
-      configFor(fake, "anthropic", `[mcpServers.x]\ncommand = "node"\nargss = ["a"]\n`),
-    );
+describe("config errors stop npm start, naming what to fix", () => {
+  async function refusedStart(servers: string, env: NodeJS.ProcessEnv = {}) {
+    const bad = await createTestEnv(configFor(fake, "anthropic", servers));
     try {
-      const refused = await startApp({ env: bad.env, logger: collecting("bad-app") }).then(
-        () => undefined,
-        (error: unknown) => error,
+      // Ports of its own: a start refused for its config must not be refused for a port first.
+      const ports = {
+        PLUGIN_RUNNER_PORT: String(await freePort()),
+        PYTHON_RUNNER_PORT: String(await freePort()),
+        CODER_PORT: String(await freePort()),
+        SIGNAL_BRIDGE_PORT: String(await freePort()),
+      };
+      return await runToExit(
+        NPM_START,
+        { ...bad.env, ...NPM_START_ENV, ...ports, ...env },
+        { javascript: true, timeoutMs: 120_000 },
       );
-      expect(refused).toBeInstanceOf(ConfigError);
-      expect((refused as Error).message).toContain('"mcpServers.x.argss" is not a setting');
-      expect((refused as Error).message).toContain('did you mean "args"');
     } finally {
       await bad.cleanup();
     }
+  }
+
+  it("an unknown key of a server", async () => {
+    const { code, output } = await refusedStart(`[mcpServers.x]\ncommand = "node"\nargss = ["a"]\n`);
+    expect(code).toBe(EXIT_CONFIG);
+    expect(output).toContain('"mcpServers.x.argss" is not a setting');
+    expect(output).toContain('did you mean "args"');
+  });
+
+  it("a ${VAR} the environment lacks, naming server, key and variable", async () => {
+    const { code, output } = await refusedStart(
+      `[mcpServers.github]\ncommand = "npx"\n[mcpServers.github.env]\nGITHUB_TOKEN = "\${GITHUB_TOKEN}"\n`,
+    );
+    expect(code).toBe(EXIT_CONFIG);
+    expect(output).toContain(
+      'key "mcpServers.github.env.GITHUB_TOKEN" uses ${GITHUB_TOKEN}, but GITHUB_TOKEN is not set in the app\'s environment',
+    );
   });
 });
+
+/** npm itself in this checkout, as a person runs it: its exit code and everything it wrote. */
+function runNpm(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile("npm", args, { cwd: repoRoot, env, timeout: 60_000 }, (error, stdout, stderr) =>
+      resolve({ code: error ? Number(error.code ?? 1) : 0, output: stdout + stderr }),
+    );
+  });
+}

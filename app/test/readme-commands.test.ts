@@ -72,6 +72,15 @@ const COMMANDS: Record<string, Entry> = {
     runBy: [{ file: COMPOSE_E2E, evidence: 'compose build "$service"' }],
   },
   "docker-compose up -d": { runBy: [{ file: COMPOSE_CHECKS, evidence: 'stack.compose(["up", "-d"])' }] },
+  "npm run mcp:import -- ~/.config/Claude/claude_desktop_config.json": {
+    runBy: [
+      {
+        file: "app/test/mcp-servers-e2e.test.ts",
+        evidence: 'runNpm(["run", "--silent", "mcp:import", "--", file], testEnv.env)',
+      },
+    ],
+    npmScript: { name: "mcp:import", runs: "app/src/boot/mcp-import-cli.ts" },
+  },
   "npm run backup": {
     runBy: [{ file: "app/test/backup-running-app.test.ts", evidence: 'runToExit([BACKUP_CLI, "backup"]' }],
     npmScript: { name: "backup", runs: "app/src/boot/backup-cli.ts backup" },

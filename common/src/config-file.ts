@@ -13,20 +13,31 @@ import { ConfigError } from "./errors.js";
  * (config-issues.ts words each problem).
  * The result is deep-frozen: config is parsed once at start-up and never changes after.
  */
-export function loadTomlConfig<T extends z.ZodType>(path: string, schema: T): Readonly<z.infer<T>> {
+export function loadTomlConfig<T extends z.ZodType>(
+  path: string,
+  schema: T,
+  prepare?: PrepareConfig,
+): Readonly<z.infer<T>> {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (error) {
     throw new ConfigError(`Cannot read config file ${path}: ${(error as Error).message}`);
   }
-  return parseTomlConfig(text, schema, path);
+  return parseTomlConfig(text, schema, path, prepare);
 }
+
+/**
+ * A step between reading the TOML and checking it (the app expands `${VAR}` in its MCP servers):
+ * it returns the value to check, or the problems it found, worded as the checks word theirs.
+ */
+export type PrepareConfig = (raw: unknown) => { value: unknown } | { problems: string[] };
 
 export function parseTomlConfig<T extends z.ZodType>(
   text: string,
   schema: T,
   path = "config",
+  prepare?: PrepareConfig,
 ): Readonly<z.infer<T>> {
   let raw: unknown;
   try {
@@ -34,6 +45,12 @@ export function parseTomlConfig<T extends z.ZodType>(
   } catch (error) {
     const detail = (error as Error).message.split("\n")[0];
     throw new ConfigError(`Invalid TOML in ${path}: ${detail}`);
+  }
+  if (prepare) {
+    const prepared = prepare(raw);
+    if ("problems" in prepared)
+      throw new ConfigError(`Invalid config in ${path}: ${prepared.problems.join("; ")}`);
+    raw = prepared.value;
   }
   // The values written are reported so a problem can say what kind of value it found (never the value).
   const result = schema.safeParse(raw, { reportInput: true });

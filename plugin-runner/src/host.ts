@@ -162,6 +162,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     network,
     isolation,
     dataDir,
+    grantsFile: join(options.stateDir, "mcp-grants.json"),
     logger: logger.child("mcp"),
     changed: (plugin) => changed(plugin),
   });

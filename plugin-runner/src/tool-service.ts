@@ -83,18 +83,20 @@ export class ToolService {
       : validateParams(tool.parameters, input);
     const format = formats.get(plugin.format);
     if (!tool.async) {
-      return {
-        kind: "done",
-        outcome: await format.run(
-          plugin,
-          tool,
-          params,
-          executor.limits.syncTimeoutMs,
-          turn === undefined
-            ? undefined
-            : (progress) => this.tellProgress(turn, pluginName, toolName, progress),
-        ),
-      };
+      const told: Promise<void>[] = [];
+      const outcome = await format.run(
+        plugin,
+        tool,
+        params,
+        executor.limits.syncTimeoutMs,
+        turn === undefined
+          ? undefined
+          : (progress) => void told.push(this.tellProgress(turn, pluginName, toolName, progress)),
+      );
+      // The answer ends the turn's stream: the progress told before it must not arrive after it
+      // (a server sends its last step just before its result).
+      await Promise.all(told);
+      return { kind: "done", outcome };
     }
     // The turn goes with the run (its record too): the result reports back to whoever started it.
     const id = await running.begin({ plugin: pluginName, tool: toolName, ...(turn ? { turn } : {}) });
@@ -116,11 +118,19 @@ export class ToolService {
     return { kind: "started" };
   }
 
-  /** Passes a tool's progress to the app for its turn, at once and only once: nothing waits on it. */
-  private tellProgress(turn: number, plugin: string, tool: string, progress: RunProgress): void {
+  /**
+   * Passes a tool's progress to the app for its turn, at once and only once (never retried, never
+   * failing): only the run's answer waits for it to be delivered, for at most 5 s.
+   */
+  private async tellProgress(
+    turn: number,
+    plugin: string,
+    tool: string,
+    progress: RunProgress,
+  ): Promise<void> {
     const { app, logger } = this.deps;
     if (!app) return;
-    void app
+    await app
       .request("POST", "/progress", {
         body: { turn, plugin, tool, ...progress },
         timeoutMs: 5_000,

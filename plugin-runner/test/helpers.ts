@@ -49,6 +49,8 @@ export interface TestPluginHostOptions {
    * in a directory that has setpriv and prlimit but no bwrap, and falls back by itself.
    */
   plainSandbox?: boolean;
+  /** Where the sandbox looks for bwrap and its helpers (a PATH without bwrap: util-linux unshare). */
+  sandboxPath?: string;
   /** Per-plugin users; default: when the tests run as root. */
   isolation?: boolean;
   toolPath?: string;
@@ -76,6 +78,7 @@ export async function startPluginHost(options: TestPluginHostOptions = {}): Prom
   const host = createPluginHost({
     ...dirs,
     ...(options.plainSandbox ? { sandboxPath: helpersWithoutBwrap(root) } : {}),
+    ...(options.sandboxPath ? { sandboxPath: options.sandboxPath } : {}),
     ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
     ...(options.toolPath ? { toolEnv: { path: options.toolPath } } : {}),
     ...(options.allowWithoutNetworkCut ? { allowWithoutNetworkCut: true } : {}),

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -35,6 +35,8 @@ const offline = uniqueName("mcp-off");
 const remote = uniqueName("mcp-http");
 const badRemote = uniqueName("mcp-bad");
 const legacy = uniqueName("mcp-sse");
+const sseTyped = uniqueName("mcp-sse-typed");
+const httpTyped = uniqueName("mcp-http-typed");
 
 const lines: string[] = [];
 function collecting(scope = "runner"): Logger {
@@ -61,10 +63,13 @@ let namedFile: string;
 
 beforeAll(async () => {
   root = makeTempRoot("mcp-servers");
-  const script = await bundleFixtureServer(root);
+  // In a folder of its own: a script's folder is shown with it.
+  mkdirSync(join(root, "server"), { mode: 0o755 });
+  const script = await bundleFixtureServer(join(root, "server"));
   namedFile = join(root, "named.txt");
   writeFileSync(namedFile, "the server was given this file", { mode: 0o644 });
-  writeFileSync(join(root, "unnamed.txt"), "nobody named this file", { mode: 0o644 });
+  mkdirSync(join(root, "elsewhere"), { mode: 0o755 });
+  writeFileSync(join(root, "elsewhere", "unnamed.txt"), "nobody named this file", { mode: 0o644 });
   http = await startFixtureHttpServer(HEADER_SECRET);
   sse = await startFixtureSseServer(HEADER_SECRET);
   listener = createServer((_req, res) => res.end("reached"));
@@ -86,6 +91,9 @@ beforeAll(async () => {
       [remote]: { url: http.url, headers: { Authorization: `Bearer ${HEADER_SECRET}` } },
       [legacy]: { url: sse.url, headers: { Authorization: `Bearer ${HEADER_SECRET}` } },
       [badRemote]: { url: http.url, headers: { Authorization: "Bearer wrong-token-0000" } },
+      [sseTyped]: { type: "sse", url: sse.url, headers: { Authorization: `Bearer ${HEADER_SECRET}` } },
+      // The SSE-only server declared as Streamable HTTP: no fall-back, since the owner said which.
+      [httpTyped]: { type: "http", url: sse.url, headers: { Authorization: `Bearer ${HEADER_SECRET}` } },
     }),
   );
   host = await startPluginHost({ root: join(root, "host"), mcpServersFile: file, logger: collecting() });
@@ -93,7 +101,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await host?.close();
-  for (const name of [stdio, quick, offline, remote, badRemote, legacy])
+  for (const name of [stdio, quick, offline, remote, badRemote, legacy, sseTyped, httpTyped])
     await host?.host.isolation.removeUser(name);
   await http?.close();
   await sse?.close();
@@ -201,7 +209,8 @@ describe("MCP servers as plugins", () => {
       output: "the server was given this file",
     });
     if (namespacesHere()) {
-      const other = (await run(stdio, "read-file", { path: join(root, "unnamed.txt") })).body as {
+      const other = (await run(stdio, "read-file", { path: join(root, "elsewhere", "unnamed.txt") }))
+        .body as {
         success: boolean;
       };
       expect(other.success).toBe(false);
@@ -292,6 +301,26 @@ describe("MCP servers as plugins", () => {
     };
     expect(detail.server).toMatchObject({ transport: "sse", state: "running" });
     expect(sse.authorizations.every((value) => value === `Bearer ${HEADER_SECRET}`)).toBe(true);
+  });
+
+  it('type = "sse" speaks HTTP+SSE alone; type = "http" speaks Streamable HTTP alone (no fall-back)', async () => {
+    expect((await run(sseTyped, "say.hello-world", { name: "Fy" })).body).toEqual({
+      success: true,
+      output: "Hello, Fy!",
+    });
+    expect(
+      ((await host.request("GET", `/bundles/${sseTyped}`)).body as { server: unknown }).server,
+    ).toMatchObject({ transport: "sse", state: "running" });
+    await vi.waitFor(
+      async () => {
+        const detail = (await host.request("GET", `/bundles/${httpTyped}`)).body as {
+          server: { transport: string; state: string; lastError?: string };
+        };
+        expect(detail.server).toMatchObject({ transport: "streamable-http", state: "failed" });
+        expect(detail.server.lastError).not.toContain("HTTP+SSE");
+      },
+      { timeout: 20_000 },
+    );
   });
 
   it("a server that keeps failing shows as failed with its last error, and GET /health reports it", async () => {

@@ -1,7 +1,6 @@
 import { chmodSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { parseTomlConfig } from "@stavrobot/common";
-import { configSchema, type AppConfig } from "./config.js";
+import { parseConfig, type AppConfig } from "./config.js";
 
 /** A top-level key's new value: a string to write, or undefined to remove the key. */
 export type KeyChanges = Readonly<Record<string, string | undefined>>;
@@ -71,7 +70,7 @@ function lastKeyBefore(lines: string[], end: number): number {
  * place: a crash never leaves half a config. Returns the config it holds.
  */
 export function writeConfigFile(path: string, text: string): Readonly<AppConfig> {
-  const config = parseTomlConfig(text, configSchema, path);
+  const config = parseConfig(text, path);
   const partial = join(dirname(path), `.${basename(path)}.partial`);
   try {
     writeFileSync(partial, text, { mode: 0o600 });

@@ -2,8 +2,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import { z } from "zod";
-import { ConfigError, loadTomlConfig, mcpServersSchema } from "@stavrobot/common";
+import { ConfigError, loadTomlConfig, mcpServersSchema, parseTomlConfig } from "@stavrobot/common";
 import { normalizePagePath } from "../db/pages.js";
+import { expandMcpVariables, type MissingVariables } from "./mcp-variables.js";
 
 const thinkingLevels = ["off", "minimal", "low", "medium", "high", "xhigh"] as const;
 const apiKinds = ["anthropic-messages", "openai-completions"] as const;
@@ -180,8 +181,28 @@ export const configSchema = z
 
 export type AppConfig = z.infer<typeof configSchema>;
 
-export function loadConfig(path: string): Readonly<AppConfig> {
-  return loadTomlConfig(path, configSchema);
+/**
+ * config.toml as the app reads it at start: checked, with `${VAR}` in `[mcpServers]` expanded
+ * from `env` (the app's environment); a variable it lacks is refused, naming server, key and
+ * variable.
+ */
+export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): Readonly<AppConfig> {
+  return loadTomlConfig(path, configSchema, (raw) => expandMcpVariables(raw, env, "refuse"));
+}
+
+/**
+ * config.toml's text, checked. Where the file is written for the next start (the Settings page,
+ * `mcp:import`), a variable this process lacks gets a stand-in: the app's own environment is the
+ * one that counts, when it reads the file.
+ */
+export function parseConfig(
+  text: string,
+  path: string,
+  options: { env?: NodeJS.ProcessEnv; missing?: MissingVariables } = {},
+): Readonly<AppConfig> {
+  const env = options.env ?? process.env;
+  const missing = options.missing ?? "stand-in";
+  return parseTomlConfig(text, configSchema, path, (raw) => expandMcpVariables(raw, env, missing));
 }
 
 /**

@@ -4,12 +4,12 @@
  * written, then written into config.toml with its comments and other keys kept.
  */
 import { readFileSync } from "node:fs";
-import { ConfigError, DomainError, parseTomlConfig, silentLogger } from "@stavrobot/common";
+import { ConfigError, DomainError, silentLogger } from "@stavrobot/common";
 import { z } from "zod";
 import { providerCheck, type ProviderCheck } from "../doctor/provider.js";
 import { createApiKeySource, resolveModel } from "../model/model.js";
 import { setTopLevelKeys, writeConfigFile, type KeyChanges } from "./config-edit.js";
-import { configSchema, type AppConfig } from "./config.js";
+import { parseConfig, type AppConfig } from "./config.js";
 
 export const API_KINDS = ["anthropic-messages", "openai-completions"] as const;
 
@@ -85,7 +85,7 @@ export async function checkProviderChoice(
   let config: Readonly<AppConfig>;
   let model;
   try {
-    config = parseTomlConfig(next, configSchema, "config.toml");
+    config = parseConfig(next, "config.toml");
     model = resolveModel(config).model;
   } catch (error) {
     if (error instanceof ConfigError) {

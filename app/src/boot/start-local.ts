@@ -288,7 +288,7 @@ async function refuseOrRun<T>(step: () => Promise<T>): Promise<T> {
 function readConfig(): Readonly<AppConfig> | undefined {
   if (!existsSync(paths.configPath)) return undefined;
   try {
-    return loadConfig(paths.configPath);
+    return loadConfig(paths.configPath, env);
   } catch (error) {
     logger.debug("config not readable yet", { error: errorMessage(error) });
     return undefined;

@@ -13,6 +13,8 @@ export interface AppCheckDeps {
   /** The home page's status: siblings' health and each configured channel's state. */
   status: () => Promise<AppStatus>;
   provider: () => Promise<Check>;
+  /** Why config.toml's last change could not be used for the MCP servers (while it cannot). */
+  mcpConfigProblem?: () => string | undefined;
   /** The configured channels' checks, read from their parts of the status. */
   channelChecks: (channels: AppStatus["channels"]) => Check[];
 }
@@ -53,11 +55,24 @@ export async function appChecks(deps: AppCheckDeps): Promise<Checked> {
           ]
         : [],
     ),
+    ...mcpConfigChecks(deps.mcpConfigProblem?.()),
     provider,
     ...deps.channelChecks(status.channels),
     disk,
     backups,
   ]);
+}
+
+function mcpConfigChecks(problem: string | undefined): Check[] {
+  if (!problem) return [];
+  return [
+    {
+      name: "mcp servers config",
+      state: "fail",
+      detail: problem,
+      fix: "Correct [mcpServers] in config.toml (or set the variable it names in the app's environment and restart); it is read again as soon as it changes.",
+    },
+  ];
 }
 
 async function databaseCheck(deps: AppCheckDeps): Promise<Check> {

@@ -26,6 +26,8 @@ export interface PluginSettingsDeps {
   details: PluginDetailCache;
   /** Told after every change the owner makes, so the model's plugin list is read again. */
   pluginsChanged: () => void;
+  /** Why config.toml's last change could not be used for the MCP servers (the list shows it). */
+  mcpConfigProblem?: () => string | undefined;
 }
 
 /**
@@ -76,7 +78,13 @@ export function addPluginSettingsRoutes(router: Router, deps: PluginSettingsDeps
       return reply;
     });
   router
-    .get("/api/settings/plugins/list", () => forward("GET", "/bundles"))
+    .get("/api/settings/plugins/list", async () => {
+      const reply = await forward("GET", "/bundles");
+      const problem = deps.mcpConfigProblem?.();
+      if (!problem || reply.status !== 200 || typeof reply.json !== "object" || reply.json === null)
+        return reply;
+      return { ...reply, json: { ...reply.json, mcpConfigProblem: problem } };
+    })
     .get("/api/settings/plugins/:name/detail", ({ params }) =>
       forward("GET", `/bundles/${name(params.name)}`),
     )

@@ -1,14 +1,7 @@
 import { readFileSync } from "node:fs";
 import { getModels, getProviders } from "@mariozechner/pi-ai";
-import {
-  ConfigError,
-  DomainError,
-  SerialLock,
-  parseTomlConfig,
-  readValidJson,
-  type Router,
-} from "@stavrobot/common";
-import { configSchema } from "../boot/config.js";
+import { ConfigError, DomainError, SerialLock, readValidJson, type Router } from "@stavrobot/common";
+import { parseConfig } from "../boot/config.js";
 import {
   API_KINDS,
   providerChoiceSchema,
@@ -45,9 +38,7 @@ export function addProviderSettingsRoutes(router: Router, deps: ProviderSettings
   const writes = new SerialLock();
   const fileFields = (): ProviderFields => {
     try {
-      return providerFields(
-        parseTomlConfig(readFileSync(deps.configPath, "utf8"), configSchema, deps.configPath),
-      );
+      return providerFields(parseConfig(readFileSync(deps.configPath, "utf8"), deps.configPath));
     } catch (error) {
       if (error instanceof ConfigError)
         throw new DomainError("conflict", error.message, { reason: "invalid-config" });

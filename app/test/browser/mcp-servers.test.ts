@@ -1,4 +1,4 @@
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import type { Browser, Page } from "playwright-core";
 import { makeTempRoot, uniqueName } from "../../../plugin-runner/test/helpers.js";
@@ -100,5 +100,27 @@ describeInBrowser("the Plugins page with MCP servers", () => {
     await card(broken).locator("summary").click();
     await card(broken).locator("[data-last-error]").waitFor();
     expect(await card(broken).locator("[data-last-error]").textContent()).toContain("code 7");
+  });
+
+  it("says why a change to [mcpServers] could not be used, while the servers keep running", async () => {
+    const goodText = readFileSync(t.app.configPath, "utf8");
+    writeFileSync(t.app.configPath, `${goodText}\n[mcpServers.more]\ncommand = "\${NOT_SET_HERE}"\n`);
+    try {
+      const note = page.locator("#mcp-config-note");
+      await vi.waitFor(
+        async () => {
+          await page.goto("/settings/plugins");
+          await card(good).waitFor();
+          expect(await note.isVisible()).toBe(true);
+        },
+        { timeout: 15_000 },
+      );
+      expect(await note.textContent()).toContain("NOT_SET_HERE is not set in the app's environment");
+      expect(await note.textContent()).toContain("keep running");
+      expect(await card(good).locator("[data-server-state]").textContent()).toBe("running");
+      await screenshot(page, "plugins-mcp-config-problem");
+    } finally {
+      writeFileSync(t.app.configPath, goodText);
+    }
   });
 });

@@ -12,17 +12,39 @@ function namedRecord(pattern: RegExp, message: string) {
     .default({});
 }
 
+/** A path on this machine: absolute, or `~`/`~/…` for the server's own state directory. */
+const machinePath = z
+  .string()
+  .refine(
+    (value) => value.startsWith("/") || value === "~" || value.startsWith("~/"),
+    'must be an absolute path (or "~/…" for the server\'s own state directory)',
+  );
+
+/** How a server is reached, as other assistants' configs spell it (`http` is Streamable HTTP). */
+export const MCP_TRANSPORT_TYPES = ["stdio", "http", "streamable-http", "sse"] as const;
+
+/** The longest a first start (an `npx -y` download included) may take. */
+export const MAX_START_TIMEOUT_SECONDS = 600;
+
 /**
  * One MCP server the owner declares in config.toml as `[mcpServers.<name>]`: a stdio server
- * (`command`, `args`, `env`) run in the plugin sandbox, or a remote one (`url`, `headers`) spoken to
- * over Streamable HTTP (falling back to HTTP+SSE). The app checks it when it reads config.toml and
- * hands the runner exactly this (see the runner's README); `env` and `headers` values are secrets.
+ * (`command`, `args`, `env`, `cwd`) run in the plugin sandbox, or a remote one (`url`, `headers`)
+ * spoken to over Streamable HTTP or HTTP+SSE (`type` says which; without it, Streamable HTTP with
+ * a fall-back to HTTP+SSE). The app checks it when it reads config.toml and hands the runner
+ * exactly this (see the runner's README); `env` and `headers` values are secrets.
  */
 export const mcpServerSchema = z
   .strictObject({
+    type: z.enum(MCP_TRANSPORT_TYPES).optional(),
     command: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),
     env: namedRecord(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name (letters, digits, _)"),
+    /** The server's working directory (default its state directory); a named path, so it is shown. */
+    cwd: machinePath.optional(),
+    /** Every path it names is shown read-only (default: writable, code trees aside). */
+    readOnly: z.boolean().default(false),
+    /** Paths shown read-only whatever else is named (and shown even when nothing else names them). */
+    readOnlyPaths: z.array(machinePath).default([]),
     url: z
       .url()
       .refine((value) => /^https?:\/\//.test(value), "must be an http:// or https:// URL")
@@ -36,9 +58,20 @@ export const mcpServerSchema = z
       .positive()
       .max(80, "must be at most 80: the agent waits 90 s for a tool")
       .default(60),
+    /** How long a start (and its handshake) may take: an `npx -y` first start downloads the package. */
+    startTimeoutSeconds: z.number().positive().max(MAX_START_TIMEOUT_SECONDS).default(120),
     enabled: z.boolean().default(true),
   })
   .superRefine((server, ctx) => {
+    const remote = server.type !== undefined && server.type !== "stdio";
+    if (server.type === "stdio" && !server.command) {
+      ctx.addIssue({ code: "custom", path: ["command"], message: 'type = "stdio" needs command' });
+      return;
+    }
+    if (remote && !server.url) {
+      ctx.addIssue({ code: "custom", path: ["url"], message: `type = "${server.type}" needs url` });
+      return;
+    }
     if (!server.command === !server.url) {
       ctx.addIssue({
         code: "custom",
@@ -48,10 +81,14 @@ export const mcpServerSchema = z
       return;
     }
     if (server.url) {
-      for (const key of ["args", "env"] as const) {
+      if (server.type === "stdio")
+        ctx.addIssue({ code: "custom", path: ["type"], message: 'a server with url is not "stdio"' });
+      for (const key of ["args", "env", "readOnlyPaths"] as const) {
         if (Object.keys(server[key]).length > 0)
           ctx.addIssue({ code: "custom", path: [key], message: "only for a stdio server (with command)" });
       }
+      if (server.cwd !== undefined)
+        ctx.addIssue({ code: "custom", path: ["cwd"], message: "only for a stdio server (with command)" });
       if (!server.network)
         ctx.addIssue({
           code: "custom",
@@ -64,17 +101,50 @@ export const mcpServerSchema = z
   });
 export type McpServerDeclaration = z.infer<typeof mcpServerSchema>;
 
-/** Every declared server by name; names are plugin names (they share the plugins' namespace). */
-export const mcpServersSchema = z.record(z.string(), mcpServerSchema).superRefine((servers, ctx) => {
-  for (const name of Object.keys(servers)) {
-    if (!PLUGIN_NAME_PATTERN.test(name) || name.length > 64)
-      ctx.addIssue({
-        code: "custom",
-        path: [name],
-        message: "an MCP server's name is its plugin name: at most 64 lowercase letters, digits and hyphens",
-      });
-  }
-});
+/** What other assistants accept as a server's name: letters, digits, `-` and `_`. */
+export const MCP_SERVER_NAME_PATTERN = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * The plugin a declared server becomes: its name in lower case with `_` as `-` (`my_server` is
+ * plugin `my-server`), so it is a plugin name like any other (its Unix user, the model's
+ * `run_plugin_tool`, the Plugins page). A plugin name is its own plugin name.
+ */
+export function mcpPluginName(declared: string): string {
+  return declared.toLowerCase().replaceAll("_", "-");
+}
+
+/**
+ * Every declared server, by the plugin name it becomes: names are plugin names (they share the
+ * plugins' namespace), written as other assistants' configs write them (`my_server`, `GitHub`).
+ * Two names that become one plugin name are refused.
+ */
+export const mcpServersSchema = z
+  .record(z.string(), mcpServerSchema)
+  .superRefine((servers, ctx) => {
+    const seen = new Map<string, string>();
+    for (const name of Object.keys(servers)) {
+      const plugin = mcpPluginName(name);
+      if (!MCP_SERVER_NAME_PATTERN.test(name) || !PLUGIN_NAME_PATTERN.test(plugin) || name.length > 64) {
+        ctx.addIssue({
+          code: "custom",
+          path: [name],
+          message: "an MCP server's name must be at most 64 letters, digits, hyphens and underscores",
+        });
+        continue;
+      }
+      const other = seen.get(plugin);
+      if (other !== undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: [name],
+          message: `"${name}" and "${other}" are both the plugin "${plugin}": rename one`,
+        });
+      seen.set(plugin, name);
+    }
+  })
+  .transform((servers) =>
+    Object.fromEntries(Object.entries(servers).map(([name, server]) => [mcpPluginName(name), server])),
+  );
 export type McpServerDeclarations = z.infer<typeof mcpServersSchema>;
 
 /** The file the app writes for the runner: next to the internal secret, readable by the owner only. */

@@ -8,7 +8,9 @@ import type { Logger, McpServerDeclaration, McpServerStatus, ProcessExit } from 
 import type { Executor } from "../executor.js";
 import type { NetworkPolicy } from "../network.js";
 import type { RunOutcome } from "../chat-messages.js";
-import { connectRemote, namedPathMounts, newClient } from "./connect.js";
+import { connectRemote, newClient } from "./connect.js";
+import type { McpGrants } from "./grants.js";
+import { namedMounts, namedPaths } from "./named-paths.js";
 import { Redactor } from "./redact.js";
 import { callOutcome } from "./result.js";
 import { ProcessTransport } from "./transport.js";
@@ -18,6 +20,8 @@ export interface McpServerDeps {
   network: NetworkPolicy;
   /** Per-server state directories (each server's HOME) live here: `<dataDir>/<name>`. */
   dataDir: string;
+  /** Write access for a server's own user to the paths its declaration names. */
+  grants: McpGrants;
   logger: Logger;
   /** Told when the server's tools changed (listed again after a start or a list_changed). */
   changed(name: string): void;
@@ -32,8 +36,8 @@ const RETRY_MAX_MS = 60_000;
 
 /**
  * One MCP server the owner declared. A stdio server is a kept process in the plugin sandbox, as its
- * own user, HOME its own state directory, the paths its command line names readable, no network
- * when it must have none; it is restarted with a growing delay when it crashes or fails to start.
+ * own user, HOME its own state directory, the paths its declaration names shown (named-paths.ts)
+ * and writable where they may be (grants.ts), no network when it must have none; it is restarted with a growing delay when it crashes or fails to start.
  * A remote server is a client over Streamable HTTP (or HTTP+SSE), connected again after a failure.
  * Every text that leaves (logs, errors, results) has the declaration's secret values removed.
  */
@@ -59,7 +63,7 @@ export class McpServer {
     this.redact = new Redactor([...Object.values(declaration.env), ...Object.values(declaration.headers)]);
     this.logger = this.redact.logger(deps.logger);
     this.status = {
-      transport: declaration.command ? "stdio" : "streamable-http",
+      transport: declaration.command ? "stdio" : declaration.type === "sse" ? "sse" : "streamable-http",
       state: declaration.enabled ? "starting" : "disabled",
       failures: 0,
     };
@@ -76,6 +80,11 @@ export class McpServer {
 
   get timeoutMs(): number {
     return this.declaration.timeoutSeconds * 1000;
+  }
+
+  /** How long a start and its handshake may take (a first `npx -y` downloads the package). */
+  get startTimeoutMs(): number {
+    return this.declaration.startTimeoutSeconds * 1000;
   }
 
   /** Starts it now, in the background (the runner starts every enabled server when it starts). */
@@ -208,16 +217,23 @@ export class McpServer {
     if (refusal) throw new Error(refusal);
     const prepared = await executor.prepareForRun(this.dir, this.name);
     const paths = executor.pluginPaths(this.pluginView, prepared, undefined);
-    const mounts = executor.namespaces
-      ? [...paths.mounts, ...(await namedPathMounts(this.declaration))]
-      : paths.mounts;
+    // The paths its declaration names: shown (namespaces), writable where they may be, for its user.
+    const named = await namedPaths(this.declaration);
+    for (const { path, reason } of named.passed)
+      this.logger.warn("a path an MCP server's declaration names is not given to it", {
+        server: this.name,
+        path,
+        reason,
+      });
+    await this.deps.grants.prepare(this.name, named.paths, prepared.owner);
+    const mounts = executor.namespaces ? [...paths.mounts, ...namedMounts(named.paths)] : paths.mounts;
     const child = executor.startKept(
       prepared,
       { ...paths, mounts },
       {
         command: this.declaration.command as string,
         args: this.declaration.args.map((arg) => inHome(arg, paths.dataRoot)),
-        cwd: paths.dataRoot,
+        cwd: this.declaration.cwd ? inHome(this.declaration.cwd, paths.dataRoot) : paths.dataRoot,
         env: {
           ...Object.fromEntries(
             Object.entries(this.declaration.env).map(([key, value]) => [key, inHome(value, paths.dataRoot)]),
@@ -230,8 +246,8 @@ export class McpServer {
     client.onerror = (error) =>
       this.logger.debug("MCP client error", { server: this.name, error: errorMessage(error) });
     try {
-      await client.connect(new ProcessTransport(child), { timeout: this.timeoutMs });
-      await this.connected(client);
+      await client.connect(new ProcessTransport(child), { timeout: this.startTimeoutMs });
+      await this.connected(client, this.startTimeoutMs);
     } catch (error) {
       // A server that exited by itself says how; one still running (a handshake that timed out) is ended.
       const exit = await Promise.race([
@@ -258,7 +274,7 @@ export class McpServer {
 
   private async connectRemote(): Promise<Client> {
     this.status.state = nextState(this.status);
-    const { client, transport } = await connectRemote(this.declaration, this.timeoutMs);
+    const { client, transport } = await connectRemote(this.declaration, this.startTimeoutMs);
     this.status.transport = transport;
     client.onclose = () => {
       if (this.remote?.client !== client) return;
@@ -266,7 +282,7 @@ export class McpServer {
       if (!this.stopped) this.status.state = "restarting";
     };
     try {
-      await this.connected(client);
+      await this.connected(client, this.startTimeoutMs);
     } catch (error) {
       await client.close().catch(() => {});
       throw error;
@@ -276,7 +292,7 @@ export class McpServer {
   }
 
   /** After the handshake: its tools (and again whenever it says they changed), its instructions. */
-  private async connected(client: Client): Promise<void> {
+  private async connected(client: Client, timeoutMs = this.timeoutMs): Promise<void> {
     this.instructions = client.getInstructions();
     const info = client.getServerVersion();
     this.serverTitle = info?.title ?? info?.name;
@@ -290,7 +306,7 @@ export class McpServer {
         });
       }
     });
-    await this.listTools(client);
+    await this.listTools(client, timeoutMs);
     this.status.state = "running";
     clearTimeout(this.healthyTimer);
     this.healthyTimer = setTimeout(() => {
@@ -299,11 +315,11 @@ export class McpServer {
     this.healthyTimer.unref();
   }
 
-  private async listTools(client: Client): Promise<void> {
+  private async listTools(client: Client, timeoutMs = this.timeoutMs): Promise<void> {
     const tools: Tool[] = [];
     let cursor: string | undefined;
     do {
-      const page = await client.listTools(cursor ? { cursor } : {}, { timeout: this.timeoutMs });
+      const page = await client.listTools(cursor ? { cursor } : {}, { timeout: timeoutMs });
       tools.push(...page.tools);
       cursor = page.nextCursor;
     } while (cursor && tools.length < 10_000);

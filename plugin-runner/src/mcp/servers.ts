@@ -6,15 +6,18 @@ import type { Isolation } from "../users.js";
 import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
 import type { JsonSchema } from "../formats/format.js";
 import { FORMAT_TOOL_NAME, flatParameters } from "../formats/format.js";
+import { McpGrants } from "./grants.js";
 import type { McpServer, McpServerDeps } from "./server.js";
 
-export interface McpServersOptions extends Omit<McpServerDeps, "changed"> {
+export interface McpServersOptions extends Omit<McpServerDeps, "changed" | "grants"> {
   /** A server no longer declared loses its user (its state directory stays, for when it returns). */
   isolation: Pick<Isolation, "removeUser">;
   /** The declarations the app wrote from config.toml (absent: no MCP servers). */
   file?: string;
   /** Told when a server's tools changed (the plugin store drops what it cached). */
   changed(name: string): void;
+  /** Where the write access given to servers' users is recorded (the runner's state). */
+  grantsFile?: string;
 }
 
 /** How much of a server's instructions its description carries. */
@@ -37,14 +40,23 @@ export class McpServers {
   private reading: Promise<void> | undefined;
   private started = false;
   private poll: NodeJS.Timeout | undefined;
+  private readonly grants: McpGrants;
 
-  constructor(private readonly options: McpServersOptions) {}
+  constructor(private readonly options: McpServersOptions) {
+    this.grants = new McpGrants(options.grantsFile, options.logger);
+  }
 
   /** Reads the declarations and starts every enabled server (in the background). */
   async start(): Promise<void> {
     this.started = true;
     this.stamp = "";
     await this.refresh();
+    // What servers declared before this start were given and are declared no more is taken back.
+    await this.grants.revokeAllBut([...this.servers.keys()]).catch((error: unknown) =>
+      this.options.logger.warn("could not take back old MCP servers' write access", {
+        error: String(error),
+      }),
+    );
     // The app may write the file after the runner started (the container starts both at once).
     this.poll = setInterval(() => void this.refresh().catch(() => {}), POLL_MS);
     this.poll.unref();
@@ -145,7 +157,14 @@ export class McpServers {
       if (current) stopping.push(current);
       // The MCP SDK is loaded only once a server is declared: a runner without one never carries it.
       const { McpServer } = await import("./server.js");
-      next.set(name, new McpServer(name, declaration, { ...this.options, changed: this.options.changed }));
+      next.set(
+        name,
+        new McpServer(name, declaration, {
+          ...this.options,
+          grants: this.grants,
+          changed: this.options.changed,
+        }),
+      );
     }
     const gone = [...this.servers.values()].filter((server) => !next.has(server.name));
     stopping.push(...gone);
@@ -153,6 +172,13 @@ export class McpServers {
     await Promise.all(stopping.map((server) => server.stop()));
     for (const server of gone) {
       this.options.changed(server.name);
+      // Before its user goes: a later user with the same uid must inherit nothing.
+      await this.grants.revoke(server.name).catch((error: unknown) =>
+        logger.warn("could not take back an MCP server's write access", {
+          server: server.name,
+          error: String(error),
+        }),
+      );
       await this.options.isolation.removeUser(server.name).catch((error: unknown) =>
         logger.warn("could not remove the user of an MCP server no longer declared", {
           server: server.name,

@@ -13,6 +13,8 @@ export class ProcessTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private closed = false;
+  /** Messages heard and not yet handed on (one per turn of the event loop, in order). */
+  private readonly heard: JSONRPCMessage[] = [];
 
   constructor(private readonly process: LongLivedProcess) {
     process.onLine((line) => this.hear(line));
@@ -46,6 +48,16 @@ export class ProcessTransport implements Transport {
       );
       return;
     }
-    this.onmessage?.(parsed);
+    // One message per turn of the event loop: the SDK handles a notification a microtask later,
+    // and a response at once (dropping the request's progress handler), so a server's last
+    // progress step, sent just before its result on the same read, would otherwise be lost.
+    this.heard.push(parsed);
+    if (this.heard.length === 1) setImmediate(() => this.handOn());
+  }
+
+  private handOn(): void {
+    const message = this.heard.shift();
+    if (message) this.onmessage?.(message);
+    if (this.heard.length > 0) setImmediate(() => this.handOn());
   }
 }

@@ -145,5 +145,21 @@ export function buildFixtureServer(): McpServer {
       }
     },
   );
+  server.registerTool(
+    "write-file",
+    { description: "Writes text to a file by path.", inputSchema: { path: z.string(), text: z.string() } },
+    async ({ path, text }) => {
+      const { writeFile } = await import("node:fs/promises");
+      try {
+        await writeFile(path, text);
+        return { content: [{ type: "text", text: `wrote ${path}` }] };
+      } catch (error) {
+        return { content: [{ type: "text", text: (error as Error).message }], isError: true };
+      }
+    },
+  );
+  server.registerTool("cwd", { description: "Its working directory." }, async () => ({
+    content: [{ type: "text", text: process.cwd() }],
+  }));
   return server;
 }

@@ -22,9 +22,13 @@ const openCards = {
 /** `name` and `message`: an action's outcome, shown in that plugin's new card. */
 async function loadPlugins(name, message) {
   try {
-    const { plugins, network } = await api("/api/settings/plugins/list");
+    const { plugins, network, mcpConfigProblem } = await api("/api/settings/plugins/list");
     showError(byId("plugins-error"));
     showNetworkNote(network);
+    // A change to config.toml's [mcpServers] that could not be used: the old servers keep running.
+    const mcpNote = byId("mcp-config-note");
+    mcpNote.hidden = !mcpConfigProblem;
+    mcpNote.textContent = mcpConfigProblem ?? "";
     // An action whose plugin is gone (removed) is reported above the list.
     byId("plugins-note").textContent = plugins.some((plugin) => plugin.name === name) ? "" : (message ?? "");
     if (plugins.length === 0) {
