@@ -272,6 +272,6 @@ describe("the system prompt", () => {
     expect(system).toContain(
       "\n- Use manage_cron for reminders and anything that must happen at a given time.",
     );
-    expect(system).toContain("\n- Use db_search to find something said or stored earlier");
+    expect(system).toContain("\n- Use db_search to find what was said or stored earlier");
   });
 });
