@@ -64,6 +64,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // Its user is this machine's, not the test's.
+  await runner?.host.isolation.removeUser(plugin);
   await runner?.close();
   await new Promise((resolve) => cutShort?.close(resolve));
   rmSync(scratch, { recursive: true, force: true });

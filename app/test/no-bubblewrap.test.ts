@@ -12,6 +12,8 @@ import {
   uniqueName,
   type FakeLlmServer,
 } from "@stavrobot/common/test-support";
+import { removeSystemUser } from "@stavrobot/common";
+import { pluginUserName } from "../../plugin-runner/src/users.js";
 import { configFor, post } from "./helpers/app.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/db.js";
 import { startAppProcess, type AppProcess } from "./helpers/process.js";
@@ -29,9 +31,12 @@ describe.runIf(requires("a fresh machine as root: per-plugin users need root", i
     let database: TestDatabase | undefined;
     let fake: FakeLlmServer | undefined;
     let running: AppProcess | undefined;
+    let plugin: string | undefined;
 
     afterEach(async () => {
       await running?.stop();
+      // Its plugin's user is this machine's, not the test's.
+      if (plugin) await removeSystemUser(pluginUserName(plugin));
       await fake?.close();
       await database?.drop();
       if (home) rmSync(home, { recursive: true, force: true });
@@ -48,7 +53,7 @@ describe.runIf(requires("a fresh machine as root: per-plugin users need root", i
       symlinkSync("/usr/bin/python3", join(version, "python3"));
       writeFileSync(join(shims, "python3"), `#!/bin/sh\nexec "${version}/python3" "$@"\n`, { mode: 0o755 });
       const dataDir = join(home, "stavrobot", "data");
-      const plugin = uniqueName("closed");
+      plugin = uniqueName("closed");
       const tool = join(dataDir, "plugins", plugin, "greet");
       mkdirSync(tool, { recursive: true });
       writeFileSync(

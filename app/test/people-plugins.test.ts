@@ -139,6 +139,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await app?.close();
+  // Its user is this machine's, not the test's.
+  await pluginHost?.host.isolation.removeUser(plugin);
   await pluginHost?.close();
   if (pluginHost) rmSync(pluginHost.root, { recursive: true, force: true });
   await telegram?.close();

@@ -38,6 +38,8 @@ describe("without isolation (local development)", () => {
     ]);
     const health = (await (await fetch(`${t.url}/health`)).json()) as { sandbox: unknown };
     const answer = await t.host.deps.tools.run(name, "write", {});
+    // Its user is this machine's, not the test's.
+    await t.host.isolation.removeUser(name);
     await t.close();
     const reason = isRoot
       ? "bubblewrap is not installed, and unshare, sh, mount, umount, pivot_root, cp, mkdir (util-linux, coreutils) were not found"

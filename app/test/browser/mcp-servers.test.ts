@@ -11,14 +11,12 @@ import {
   screenshot,
   type OwnerContext,
 } from "./helpers/browser.js";
-// Still on the sources: it reads the in-process runner's MCP state (until it runs the product).
-import {
-  startSourcesAdminFixture as startAdminFixture,
-  type SourcesAdminFixture as AdminFixture,
-} from "./helpers/sources-fixture.js";
+import { configFor } from "../helpers/app.js";
+import { startAdminFixture, type AdminFixture } from "./helpers/fixture.js";
 
 /**
- * The Plugins page with the owner's MCP servers, in a real browser against the real runner: a
+ * The Plugins page with the owner's MCP servers, in a real browser against the product under
+ * `npm start` (the bundles): a
  * running stdio server shows its transport, state and tools (whose permissions the owner sets), a
  * server that cannot start shows failed with its last error, and no secret value is on the page.
  */
@@ -46,7 +44,15 @@ describeInBrowser("the Plugins page with MCP servers", () => {
 
   afterAll(async () => {
     await browser?.close();
-    for (const name of [good, broken]) await t?.runner.host.isolation.removeUser(name);
+    if (t) {
+      // Declarations removed while it runs: the servers stop and their users go.
+      writeFileSync(t.env.env.CONFIG_PATH as string, configFor(t.fake));
+      await vi
+        .waitFor(async () => expect((await t.runner("GET", `/bundles/${good}`)).status).toBe(404), {
+          timeout: 30_000,
+        })
+        .catch(() => undefined);
+    }
     await t?.close();
     if (root) rmSync(root, { recursive: true, force: true });
   });
@@ -56,7 +62,7 @@ describeInBrowser("the Plugins page with MCP servers", () => {
   it("shows a running server's transport, state and tools, and the owner narrows its permissions", async () => {
     await vi.waitFor(
       async () => {
-        const detail = await t.runner.request("GET", `/bundles/${good}`);
+        const detail = await t.runner("GET", `/bundles/${good}`);
         expect((detail.body as { server?: { state: string } }).server?.state).toBe("running");
       },
       { timeout: 30_000 },
@@ -75,7 +81,7 @@ describeInBrowser("the Plugins page with MCP servers", () => {
     await card(good).locator('button:has-text("Save permissions")').click();
     await vi.waitFor(
       async () => {
-        const config = await t.runner.request("GET", `/bundles/${good}/config`);
+        const config = await t.runner("GET", `/bundles/${good}/config`);
         const permissions = (config.body as { permissions: string[] }).permissions;
         expect(permissions).not.toContain("say.hello-world");
         expect(permissions).toContain("draw-pixel");
@@ -89,7 +95,7 @@ describeInBrowser("the Plugins page with MCP servers", () => {
   it("shows a server that cannot start as failed, with its last error", async () => {
     await vi.waitFor(
       async () => {
-        const detail = await t.runner.request("GET", `/bundles/${broken}`);
+        const detail = await t.runner("GET", `/bundles/${broken}`);
         expect((detail.body as { server?: { state: string } }).server?.state).toBe("failed");
       },
       { timeout: 30_000 },
@@ -103,8 +109,11 @@ describeInBrowser("the Plugins page with MCP servers", () => {
   });
 
   it("says why a change to [mcpServers] could not be used, while the servers keep running", async () => {
-    const goodText = readFileSync(t.app.configPath, "utf8");
-    writeFileSync(t.app.configPath, `${goodText}\n[mcpServers.more]\ncommand = "\${NOT_SET_HERE}"\n`);
+    const goodText = readFileSync(t.env.env.CONFIG_PATH as string, "utf8");
+    writeFileSync(
+      t.env.env.CONFIG_PATH as string,
+      `${goodText}\n[mcpServers.more]\ncommand = "\${NOT_SET_HERE}"\n`,
+    );
     try {
       const note = page.locator("#mcp-config-note");
       await vi.waitFor(
@@ -120,7 +129,7 @@ describeInBrowser("the Plugins page with MCP servers", () => {
       expect(await card(good).locator("[data-server-state]").textContent()).toBe("running");
       await screenshot(page, "plugins-mcp-config-problem");
     } finally {
-      writeFileSync(t.app.configPath, goodText);
+      writeFileSync(t.env.env.CONFIG_PATH as string, goodText);
     }
   });
 });
