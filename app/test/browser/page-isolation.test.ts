@@ -101,6 +101,12 @@ Promise.allSettled([fetch(${JSON.stringify(`${target}/feed`)}), fetch("https://e
 </script></body></html>`;
 }
 
+/** Scripts from a host the owner allows (`[pages] scriptHosts`) and from one they do not. */
+const LIBRARIES_PAGE = `<!doctype html><html><head>
+<script src="https://cdn.example.test/lib.js"></script>
+<script src="https://other.example.test/lib.js"></script>
+</head><body><script>document.body.dataset.done = (window.loaded || []).join(",") || "none";</script></body></html>`;
+
 const NOTES_QUERY = "SELECT title FROM notes WHERE author = $param:author ORDER BY title";
 
 /** The model writes a page (a tool call through the agent, as after a person's request). */
@@ -138,7 +144,7 @@ beforeAll(async () => {
       fake,
       "anthropic",
       `[owner]\nname = "Ada"\ntelegram = 4242\n[telegram]\nbotToken = "123:abc"\napiBaseUrl = "http://127.0.0.1:9"\n` +
-        `[pages.connectHosts]\nfeed = ["${outsideUrl}"]\n`,
+        `[pages]\nscriptHosts = ["https://cdn.example.test"]\n[pages.connectHosts]\nfeed = ["${outsideUrl}"]\n`,
     ),
   );
   [browser, app] = await Promise.all([launchBrowser(), startProduct(testEnv)]);
@@ -155,6 +161,7 @@ beforeAll(async () => {
   await modelWrites("private-notes", attackPage("private-notes"), false);
   await modelWrites("chart", CHART_PAGE, false);
   await modelWrites("feed", feedPage(outsideUrl), false);
+  await modelWrites("libraries", LIBRARIES_PAGE, false);
   await app.quiet();
 }, 180_000);
 
@@ -269,6 +276,25 @@ describeInBrowser("a page the model wrote, opened by the owner", () => {
     const frame = await pageFrame(owner.page, "data-done");
     expect(await frame.textContent("#out")).toBe("fulfilled rejected");
     expect(arrived).toEqual(["GET /feed"]);
+    await owner.context.close();
+  });
+
+  it("a page loads scripts from the hosts the owner allows, and from no other", async () => {
+    const owner = await ownerContext(browser, app.port);
+    // Both hosts answer here (this machine has no internet): what the browser asks for, they serve.
+    const asked: string[] = [];
+    await owner.context.route(/^https:\/\/(cdn|other)\.example\.test\//, async (route) => {
+      const host = new URL(route.request().url()).hostname.split(".")[0] as string;
+      asked.push(host);
+      await route.fulfill({
+        contentType: "text/javascript",
+        body: `window.loaded = (window.loaded || []).concat(${JSON.stringify(host)});`,
+      });
+    });
+    await owner.page.goto("/pages/libraries");
+    const frame = await pageFrame(owner.page, "data-done");
+    expect(await frame.getAttribute("body", "data-done")).toBe("cdn");
+    expect(asked).toEqual(["cdn"]);
     await owner.context.close();
   });
 
