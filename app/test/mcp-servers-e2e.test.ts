@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { EXIT_CONFIG, basicAuthHeader } from "@stavrobot/common";
+import { EXIT_CONFIG } from "@stavrobot/common";
 import {
   makeTempRoot,
   namespacesHere,
@@ -20,10 +20,10 @@ import {
   type FixtureHttpServer,
 } from "../../plugin-runner/test/mcp/fixtures.js";
 import { RED_PIXEL_PNG } from "../../plugin-runner/test/mcp/fixture-server.js";
-import { PASSWORD, chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
 import { NPM_START, NPM_START_ENV, freePort, repoRoot, runToExit } from "./helpers/process.js";
-import { startProduct, type Product } from "./helpers/product.js";
+import { progressOf, startProduct, type Product } from "./helpers/product.js";
 
 /**
  * MCP servers the owner declares in config.toml, used by the model through the agent (the LLM is a
@@ -165,19 +165,7 @@ describe("MCP servers through the agent under npm start", () => {
   it("progress notifications are logged, and reach the person following the turn (POST /chat as events)", async () => {
     fake.reset();
     fake.enqueue(runTool(stdio, "count-slowly"), textTurn("done"));
-    const response = await fetch(`http://127.0.0.1:${app.port}/chat`, {
-      method: "POST",
-      headers: {
-        Authorization: basicAuthHeader(PASSWORD),
-        "Content-Type": "application/json",
-        Accept: "text/event-stream",
-      },
-      body: JSON.stringify({ message: "count for me", source: "cli" }),
-    });
-    const events = (await response.text())
-      .split("\n\n")
-      .filter((block) => block.startsWith("event: progress"))
-      .map((block) => JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? "null") as Record<string, unknown>);
+    const events = await progressOf(app, "count for me");
     expect(events).toEqual(
       [1, 2, 3].map((step) => ({
         plugin: stdio,

@@ -1,7 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { basicAuthHeader } from "@stavrobot/common";
 import {
   makeTempRoot,
   namespacesHere,
@@ -11,8 +10,8 @@ import {
   uniqueName,
   type FakeLlmServer,
 } from "@stavrobot/common/test-support";
-import { PASSWORD, chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
-import { startProduct, type Product } from "./helpers/product.js";
+import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { progressOf, startProduct, type Product } from "./helpers/product.js";
 import { PUBLISHED_MCP_SERVERS, installPublishedMcpServers } from "./helpers/published-mcp.js";
 
 /**
@@ -142,19 +141,7 @@ describe.each(MODES)("published MCP servers under npm start ($name sandbox)", (m
       runTool(everything, "trigger-long-running-operation", { duration: 1.5, steps: 3 }),
       textTurn("finished"),
     );
-    const response = await fetch(`http://127.0.0.1:${app.port}/chat`, {
-      method: "POST",
-      headers: {
-        Authorization: basicAuthHeader(PASSWORD),
-        "Content-Type": "application/json",
-        Accept: "text/event-stream",
-      },
-      body: JSON.stringify({ message: "run the long operation", source: "cli" }),
-    });
-    const events = (await response.text())
-      .split("\n\n")
-      .filter((block) => block.startsWith("event: progress"))
-      .map((block) => JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? "null") as Record<string, unknown>);
+    const events = await progressOf(app, "run the long operation");
     expect(events).toEqual(
       [1, 2, 3].map((step) => ({
         plugin: everything,

@@ -1,6 +1,7 @@
 import { expect, vi } from "vitest";
+import { basicAuthHeader } from "@stavrobot/common";
 import { jsonRequester, type JsonRequest } from "@stavrobot/common/test-support";
-import { INTERNAL_SECRET, type TestEnv } from "./app.js";
+import { INTERNAL_SECRET, PASSWORD, type TestEnv } from "./app.js";
 import { raw } from "./http.js";
 import { NPM_START, startAppProcess, type AppProcess } from "./process.js";
 
@@ -54,4 +55,37 @@ export async function startProduct(
       return (await response.json()) as RunnerHealth;
     },
   };
+}
+
+/**
+ * The owner's message sent as the REPL sends it (`POST /chat` asking for Server-Sent Events),
+ * and every event of its turn once the stream ended: `progress`, `tool`, `text`, `answer`….
+ */
+export async function chatEvents(
+  app: { port: number },
+  message: string,
+): Promise<{ type: string; data: Record<string, unknown> }[]> {
+  const response = await fetch(`http://127.0.0.1:${app.port}/chat`, {
+    method: "POST",
+    headers: {
+      Authorization: basicAuthHeader(PASSWORD),
+      "Content-Type": "application/json",
+      Accept: "text/event-stream",
+    },
+    body: JSON.stringify({ message, source: "cli" }),
+  });
+  return (await response.text())
+    .split("\n\n")
+    .filter((block) => block.startsWith("event: "))
+    .map((block) => ({
+      type: /^event: (.*)$/m.exec(block)?.[1] ?? "",
+      data: JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? "null") as Record<string, unknown>,
+    }));
+}
+
+/** The `progress` events of a turn (see `chatEvents`). */
+export async function progressOf(app: { port: number }, message: string): Promise<Record<string, unknown>[]> {
+  return (await chatEvents(app, message))
+    .filter((event) => event.type === "progress")
+    .map((event) => event.data);
 }
