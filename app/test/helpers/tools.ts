@@ -17,7 +17,13 @@ export function offeredTools(body: unknown): string[] {
     (tool): tool is ToolDefinition => typeof tool?.name === "string",
   );
   const loader = tools.find((tool) => tool.name === LOAD_TOOLS);
-  const listed = new Set(loader?.description?.split(":").slice(1).join(":").match(/\b[a-z_]+\b/g) ?? []);
+  const listed = new Set(
+    loader?.description
+      ?.split(":")
+      .slice(1)
+      .join(":")
+      .match(/\b[a-z_]+\b/g) ?? [],
+  );
   const loadable = Object.keys(LOADABLE_TOOLS).filter(
     (name) => listed.has(name) && !tools.some((tool) => tool.name === name),
   );
