@@ -1,5 +1,4 @@
-import { unwatchFile, watchFile } from "node:fs";
-import { mkdir, readFile, rm } from "node:fs/promises";
+import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { MCP_SERVERS_FILE, errorMessage, writeFileAtomic } from "@stavrobot/common";
 import type { Logger } from "@stavrobot/common";
@@ -62,29 +61,38 @@ export interface McpConfigWatchOptions {
 export class McpConfigWatch {
   private last: string | undefined;
   private reading: Promise<void> = Promise.resolve();
-  private watching = false;
+  private timer: NodeJS.Timeout | undefined;
+  /** The file's identity, size and time as last read (stat'ed before its text is read). */
+  private seen: string | undefined;
   problem: string | undefined;
 
   constructor(private readonly options: McpConfigWatchOptions) {}
 
+  /**
+   * Looks at the file now and then every interval. Polled, not `fs.watch`: the Settings page and
+   * editors replace the file (a new inode), which a watch on the old one would miss. Each look
+   * compares with the file as it was last read, so a change made at any moment (before the first
+   * look, or while a read ran) is read at the next one.
+   */
   start(): void {
-    if (this.watching) return;
-    this.watching = true;
-    // Polled, not fs.watch: the Settings page and editors replace the file (a new inode), which a
-    // watch on the old one would miss.
-    watchFile(
-      this.options.configPath,
-      { interval: this.options.intervalMs ?? 1_000, persistent: false },
-      (now, before) => {
-        if (now.mtimeMs !== before.mtimeMs || now.size !== before.size) void this.reread();
-      },
-    );
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.look(), this.options.intervalMs ?? 1_000);
+    this.timer.unref();
+    void this.look();
   }
 
   stop(): void {
-    if (!this.watching) return;
-    this.watching = false;
-    unwatchFile(this.options.configPath);
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private async look(): Promise<void> {
+    if ((await this.stamp()) !== this.seen) await this.reread();
+  }
+
+  private async stamp(): Promise<string> {
+    const info = await stat(this.options.configPath).catch(() => undefined);
+    return info ? `${info.ino}:${info.mtimeMs}:${info.size}` : "none";
   }
 
   /** Reads config.toml now (one reading at a time; the watch calls this on every change). */
@@ -96,6 +104,7 @@ export class McpConfigWatch {
   private async read(): Promise<void> {
     const { configPath, paths, env, logger } = this.options;
     try {
+      this.seen = await this.stamp();
       const text = await readFile(configPath, "utf8");
       const config = parseConfig(text, configPath, { env, missing: "refuse" });
       this.problem = undefined;
