@@ -1,4 +1,5 @@
 import type { RunProgress } from "../formats/format.js";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -255,6 +256,7 @@ export class McpServer {
         new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 300)),
       ]);
       child.kill();
+      await this.forgetHalfInstalledNpx(child.stderrTail());
       const stderr = child.stderrTail().trim().slice(-1_000);
       const how = exit ? ` (${exitText(exit)})` : "";
       throw new Error(`${errorMessage(error)}${how}${stderr ? `; its stderr: ${stderr}` : ""}`, {
@@ -270,6 +272,26 @@ export class McpServer {
       clearTimeout(this.healthyTimer);
     });
     return { process: child, session: client };
+  }
+
+  /**
+   * A start stopped while `npx -y` was fetching the package (the product stopped, a timeout) leaves
+   * npx's copy half installed, and npx runs that copy from then on, failing the same way each time.
+   * Such a copy is removed, so the next try fetches it whole.
+   */
+  private async forgetHalfInstalledNpx(stderr: string): Promise<void> {
+    const copy = halfInstalledNpx(stderr);
+    if (!copy) return;
+    this.logger.warn("npx's copy of an MCP server's package is incomplete; it is fetched again", {
+      server: this.name,
+      copy,
+    });
+    await rm(join(this.dir, ".npm", "_npx", copy), { recursive: true, force: true }).catch((error: unknown) =>
+      this.logger.warn("could not remove npx's incomplete copy", {
+        server: this.name,
+        error: errorMessage(error),
+      }),
+    );
   }
 
   private async connectRemote(): Promise<Client> {
@@ -352,6 +374,15 @@ export class McpServer {
 export function inHome(value: string, home: string): string {
   if (value === "~") return home;
   return value.startsWith("~/") ? `${home}${value.slice(1)}` : value;
+}
+
+/**
+ * The folder under the server's `~/.npm/_npx/` holding a package that npx ran while some of its
+ * dependencies are missing (Node's "Cannot find package/module … imported from …/_npx/<copy>/…").
+ */
+export function halfInstalledNpx(stderr: string): string | undefined {
+  if (!/ERR_MODULE_NOT_FOUND|MODULE_NOT_FOUND|Cannot find (package|module)/.test(stderr)) return undefined;
+  return /\/\.npm\/_npx\/([0-9a-f]{6,64})\/node_modules\//.exec(stderr)?.[1];
 }
 
 /** A start's state: a failed server stays failed while it is tried again, a crashed one restarts. */
