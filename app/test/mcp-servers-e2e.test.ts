@@ -23,7 +23,7 @@ import { RED_PIXEL_PNG } from "../../plugin-runner/test/mcp/fixture-server.js";
 import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
 import { NPM_START, NPM_START_ENV, freePort, repoRoot, runToExit } from "./helpers/process.js";
-import { progressOf, startProduct, type Product } from "./helpers/product.js";
+import { progressOf, startProduct, stopAfterServersGo, type Product } from "./helpers/product.js";
 
 /**
  * MCP servers the owner declares in config.toml, used by the model through the agent (the LLM is a
@@ -84,16 +84,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  if (app) {
-    // Declarations removed while it runs: the servers stop and their users go.
-    writeFileSync(testEnv.env.CONFIG_PATH as string, configFor(fake));
-    await vi
-      .waitFor(async () => expect((await app.runner("GET", `/bundles/${stdio}`)).status).toBe(404), {
-        timeout: 30_000,
-      })
-      .catch(() => undefined);
-    await app.stop();
-  }
+  if (app) await stopAfterServersGo(app, testEnv, configFor(fake), stdio);
   await http?.close();
   await new Promise((resolve) => listener?.close(resolve));
   await fake?.close();

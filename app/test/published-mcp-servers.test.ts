@@ -14,7 +14,7 @@ import {
   type FakeLlmServer,
 } from "@stavrobot/common/test-support";
 import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
-import { progressOf, startProduct, type Product } from "./helpers/product.js";
+import { progressOf, startProduct, stopAfterServersGo, type Product } from "./helpers/product.js";
 import { PUBLISHED_MCP_SERVERS, installPublishedMcpServers } from "./helpers/published-mcp.js";
 
 /**
@@ -100,16 +100,7 @@ describe.each(MODES)("published MCP servers under npm start ($name sandbox)", (m
   }, 180_000);
 
   afterAll(async () => {
-    if (app) {
-      // Declarations removed while it runs: the servers stop and their users (and grants) go.
-      writeFileSync(testEnv.env.CONFIG_PATH as string, configFor(fake));
-      await vi
-        .waitFor(async () => expect((await app.runner("GET", `/bundles/${files}`)).status).toBe(404), {
-          timeout: 30_000,
-        })
-        .catch(() => undefined);
-      await app.stop();
-    }
+    if (app) await stopAfterServersGo(app, testEnv, configFor(fake), files);
     await testEnv?.cleanup();
   });
 

@@ -1,4 +1,5 @@
 import { expect, vi } from "vitest";
+import { writeFileSync } from "node:fs";
 import { basicAuthHeader } from "@stavrobot/common";
 import { jsonRequester, type JsonRequest } from "@stavrobot/common/test-support";
 import { INTERNAL_SECRET, PASSWORD, type TestEnv } from "./app.js";
@@ -88,4 +89,24 @@ export async function progressOf(app: { port: number }, message: string): Promis
   return (await chatEvents(app, message))
     .filter((event) => event.type === "progress")
     .map((event) => event.data);
+}
+
+/**
+ * Stops the product after taking its MCP declarations away while it runs (`config` is the
+ * config.toml without them), so the servers stop and their users and grants go first (they are
+ * this machine's users); waits until `plugin`, one of them, is gone, at most 30 s.
+ */
+export async function stopAfterServersGo(
+  app: Product,
+  testEnv: TestEnv,
+  config: string,
+  plugin: string,
+): Promise<void> {
+  writeFileSync(testEnv.env.CONFIG_PATH as string, config);
+  await vi
+    .waitFor(async () => expect((await app.runner("GET", `/bundles/${plugin}`)).status).toBe(404), {
+      timeout: 30_000,
+    })
+    .catch(() => undefined);
+  await app.stop();
 }
