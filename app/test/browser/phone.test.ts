@@ -97,7 +97,10 @@ describeInBrowser("pages that fit a phone", () => {
         await page.goto("/");
         continue;
       }
-      expect(await page.locator(`.topbar nav a[href="${href}"]`).getAttribute("aria-current")).toBe("page");
+      const shown = `${href} showed ${page.url()}, "${await page.locator("h1").first().textContent()}"`;
+      expect(await page.locator(`.topbar nav a[href="${href}"]`).getAttribute("aria-current"), shown).toBe(
+        "page",
+      );
     }
     // Escape closes the menu, and so does a tap elsewhere.
     await toggle.click();
