@@ -70,19 +70,21 @@ async function health(name: string, client: ServiceClient): Promise<SiblingHealt
       | {
           sandbox?: { mode?: unknown; users?: unknown };
           signalCli?: unknown;
+          problem?: unknown;
           mcpServersFailing?: { name?: unknown }[];
         }
       | undefined;
     const failing = Array.isArray(body?.mcpServersFailing)
       ? body.mcpServersFailing.map((server) => String(server?.name))
       : [];
+    // The signal-bridge answers while its signal-cli may not run: up, but sending nothing.
+    const signalCli =
+      typeof body?.signalCli === "string" && body.signalCli !== "running" ? body.signalCli : undefined;
     const details = [
       typeof body?.sandbox?.mode === "string"
         ? `sandbox: ${body.sandbox.mode}${body.sandbox.users === true ? ", per-plugin users" : ""}`
         : undefined,
-      typeof body?.signalCli === "string" && body.signalCli !== "running"
-        ? `signal-cli: ${body.signalCli}`
-        : undefined,
+      signalCli ? (typeof body?.problem === "string" ? body.problem : `signal-cli: ${signalCli}`) : undefined,
       failing.length > 0 ? `MCP servers failing: ${failing.join(", ")} (see the Plugins page)` : undefined,
     ].filter((detail) => detail !== undefined);
     return {
@@ -90,6 +92,7 @@ async function health(name: string, client: ServiceClient): Promise<SiblingHealt
       ok: true,
       ...(details.length > 0 ? { detail: details.join("; ") } : {}),
       ...(failing.length > 0 ? { mcpServersFailing: failing } : {}),
+      ...(signalCli ? { warning: `bridge up, signal-cli ${signalCli}` } : {}),
       body: data,
     };
   } catch (error) {

@@ -33,21 +33,17 @@ function showStatus(status) {
           el("strong", { text: service.name }),
           service.detail ? el("div", { class: "hint", text: service.detail }) : null,
         ),
-        state(service.ok, "up", "down"),
+        // Answering but not doing its job (the bridge up, its signal-cli missing): not green.
+        service.warning
+          ? el("span", { class: "badge warn", text: service.warning })
+          : state(service.ok, "up", "down"),
       ),
     ),
   );
   const { telegram, signal } = status.channels;
   facts(byId("channels"), [
     ["Telegram", telegramState(telegram)],
-    [
-      "Signal",
-      !signal.configured
-        ? el("span", { class: "muted", text: "not configured" })
-        : !signal.bridgeOk
-          ? state(false, "", "bridge down")
-          : state(signal.signalCli === "running", "up", `bridge up, signal-cli ${signal.signalCli}`),
-    ],
+    ["Signal", signalState(signal)],
   ]);
   facts(byId("queue"), [
     ["State", status.queue.busy ? `busy (message ${status.queue.currentInboxId ?? "?"})` : "idle"],
@@ -61,6 +57,18 @@ function showStatus(status) {
     ["Total", formatInteger(status.messages.total)],
     ...status.messages.bySource.map((entry) => [entry.source, formatInteger(entry.count)]),
   ]);
+}
+
+function signalState(signal) {
+  if (!signal.configured) return el("span", { class: "muted", text: "not configured" });
+  if (!signal.bridgeOk) return state(false, "", "bridge down");
+  if (signal.signalCli === "running") return state(true, "up", "");
+  return el(
+    "span",
+    {},
+    state(false, "", `bridge up, signal-cli ${signal.signalCli}`),
+    signal.problem ? el("div", { class: "hint", text: signal.problem }) : null,
+  );
 }
 
 function telegramState(telegram) {
