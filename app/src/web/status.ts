@@ -2,6 +2,7 @@ import { errorMessage, type ServiceClient } from "@stavrobot/common";
 import type { Channel } from "../audience.js";
 import type { ChannelStatus, SiblingHealth } from "../channels/channel.js";
 import type { Queryable } from "../db/database.js";
+import { DeliveryStore, type DeliveryBacklog } from "../delivery/store.js";
 
 /**
  * What the home page shows (`GET /api/status`): the siblings' health, the channels, the queue and
@@ -28,6 +29,8 @@ export interface QueueStatus {
   waiting: number;
   /** Unfinished inbox entries by status (`pending`, `processing`, `steered`, …). */
   open: Record<string, number>;
+  /** Outgoing channel messages: waiting to be sent (and why, when failing), given up lately. */
+  deliveries: DeliveryBacklog;
 }
 
 export interface StatusDeps {
@@ -111,6 +114,7 @@ async function queueStatus(deps: StatusDeps): Promise<QueueStatus> {
     currentInboxId: deps.queue.currentEntryId ?? null,
     waiting: open.pending ?? 0,
     open,
+    deliveries: await new DeliveryStore(deps.db).backlog(),
   };
 }
 

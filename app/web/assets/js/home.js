@@ -45,12 +45,31 @@ function showStatus(status) {
     ["Telegram", telegramState(telegram)],
     ["Signal", signalState(signal)],
   ]);
+  const { deliveries } = status.queue;
   facts(byId("queue"), [
     ["State", status.queue.busy ? `busy (message ${status.queue.currentInboxId ?? "?"})` : "idle"],
     ["Waiting", formatInteger(status.queue.waiting)],
     ...Object.entries(status.queue.open)
       .filter(([name]) => name !== "pending")
       .map(([name, count]) => [name, formatInteger(count)]),
+    // Outgoing Telegram and Signal messages: what waits, and why when its channel fails.
+    [
+      "To send",
+      el(
+        "span",
+        { "data-deliveries": "waiting" },
+        formatInteger(deliveries.waiting),
+        deliveries.failing
+          ? el("div", {
+              class: "warn",
+              text: `${channelTitle(deliveries.failing.channel)} could not deliver: ${deliveries.failing.error}`,
+            })
+          : null,
+      ),
+    ],
+    ...(deliveries.givenUp > 0
+      ? [["Not sent (7 days)", el("span", { class: "bad", text: formatInteger(deliveries.givenUp) })]]
+      : []),
     ["Up for", formatDuration(status.uptimeSeconds)],
   ]);
   facts(byId("messages"), [
@@ -58,6 +77,8 @@ function showStatus(status) {
     ...status.messages.bySource.map((entry) => [entry.source, formatInteger(entry.count)]),
   ]);
 }
+
+const channelTitle = (channel) => ({ telegram: "Telegram", signal: "Signal" })[channel] ?? channel;
 
 function signalState(signal) {
   if (!signal.configured) return el("span", { class: "muted", text: "not configured" });
