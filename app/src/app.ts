@@ -29,7 +29,7 @@ import { migrate } from "./db/migrations.js";
 import { FileAreas } from "./files/areas.js";
 import { removeOldFiles } from "./files/housekeeping.js";
 import { LiveEvents } from "./live/events.js";
-import { keepForOwner } from "./live/notifications.js";
+import { keepForOwner, withdrawFromOwner } from "./live/notifications.js";
 import { NotificationStore } from "./db/notifications.js";
 import type { OwnSiblings } from "./local/own-sibling.js";
 import { wireSiblings } from "./local/wiring.js";
@@ -131,11 +131,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     // What the owner's open consoles hear of at once (`GET /api/events`).
     const live = new LiveEvents();
     // Each answer kept for the owner is listed until they dismiss it, then the consoles hear of it.
-    const keepAnswer = keepForOwner({
-      notifications: new NotificationStore(db),
-      live,
-      logger: logger.child("notifications"),
-    });
+    const notifications = new NotificationStore(db);
+    const keepAnswer = keepForOwner({ notifications, live, logger: logger.child("notifications") });
     const channels = await wireChannels({
       config,
       db,
@@ -145,6 +142,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       uploadsOf: (agentId) => areas.of(agentId).uploads,
       signalBridge: siblings.signalBridge,
       onKept: (answer) => void keepAnswer(answer),
+      onDeliveredLater: withdrawFromOwner({ notifications, inbox, live }),
       logger,
     });
     cleanup.add(() => channels.worker.stop());

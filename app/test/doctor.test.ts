@@ -246,5 +246,17 @@ describe("the doctor's single checks", () => {
       Promise.resolve([{ ...bridge, body: { ...bridge.body, signalCli: "running" } }]),
     );
     expect(signalChannel.check(running)).toMatchObject({ state: "ok" });
+    // Not installed: the bridge's reason, and what to install or set.
+    const problem = 'signal-cli is not installed: "signal-cli" was not found (spawn signal-cli ENOENT).';
+    const missing = await signalChannel.status(
+      context,
+      Promise.resolve([{ ...bridge, body: { ...bridge.body, signalCli: "missing", problem } }]),
+    );
+    expect(missing).toEqual({ configured: true, bridgeOk: true, signalCli: "missing", problem });
+    expect(signalChannel.check(missing)).toMatchObject({
+      state: "fail",
+      detail: `signal-cli is missing: nothing is sent or received (${problem})`,
+      fix: expect.stringContaining("Install signal-cli (signal-bridge/README.md) or set SIGNAL_CLI_PATH"),
+    });
   });
 });

@@ -110,7 +110,13 @@ describe("GET /api/status", () => {
     await vi.waitFor(() => expect(fake.requests).toHaveLength(2));
     await app.queue.idle();
     const idle = await status();
-    expect(idle.queue).toEqual({ busy: false, currentInboxId: null, waiting: 0, open: {} });
+    expect(idle.queue).toEqual({
+      busy: false,
+      currentInboxId: null,
+      waiting: 0,
+      open: {},
+      deliveries: { waiting: 0, givenUp: 0 },
+    });
     expect(idle.messages.total).toBe(2);
     expect(idle.messages.bySource).toEqual(
       expect.arrayContaining([

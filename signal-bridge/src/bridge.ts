@@ -34,7 +34,7 @@ export interface BridgeOptions {
 
 export interface Bridge {
   router: Router;
-  health(): { signalCli: SignalCliState; account: string };
+  health(): { signalCli: SignalCliState; problem?: string; account: string };
   daemon: SignalCliDaemon;
   outbox: Outbox;
   /** Stops reading events, stops signal-cli, then the outbox (pending messages stay on disk). */
@@ -77,7 +77,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   });
   const outbound = new Outbound({
     rpc: createRpcClient(baseUrl),
-    daemonState: () => daemon.state,
+    daemon,
     tempDir: join(config.stateDir, "tmp"),
     logger,
   });
@@ -103,7 +103,10 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
       ],
       logger,
     ),
-    health: () => ({ signalCli: daemon.state, account: config.account }),
+    health: () => {
+      const problem = daemon.problem;
+      return { signalCli: daemon.state, ...(problem ? { problem } : {}), account: config.account };
+    },
     daemon,
     outbox,
     async stop() {

@@ -25,6 +25,9 @@ export interface DaemonOptions {
   killGraceMs?: number;
 }
 
+/** How long signal-cli may take to answer its check by default (a JVM on a small machine is slow). */
+const STARTUP_TIMEOUT_MS = 120_000;
+
 /**
  * Supervises `signal-cli daemon`: starts it, waits for `/api/v1/check`, and restarts it whenever
  * it dies (1 s, doubling to 60 s; back to 1 s once it had run healthily for a minute). It runs in
@@ -33,10 +36,20 @@ export interface DaemonOptions {
  *
  * Its stdout is not read: in daemon mode signal-cli prints every received message there, which
  * the bridge takes from the event stream instead and keeps out of the logs.
+ *
+ * While it does not run, `problem` says why in a sentence that says what to do (the bridge's
+ * `/health` and its 503s carry it). A signal-cli that is not installed (`spawn … ENOENT`) is
+ * `missing`: said once in the log with what to install or configure, then looked for again
+ * quietly (debug) at the restart delay, and announced when found.
  */
 export class SignalCliDaemon {
   private current: ChildProcess | undefined;
   private stateValue: SignalCliState = "down";
+  private problemValue = "signal-cli is not running";
+  /** How the last signal-cli exited ("exit code 1"), until the next one starts. */
+  private exitHow: string | undefined;
+  /** The last error or warning signal-cli wrote on stderr (why it stopped, most often). */
+  private lastComplaint: string | undefined;
   private stopped = true;
   private delay: number;
   private runningSince: number | undefined;
@@ -53,6 +66,17 @@ export class SignalCliDaemon {
 
   get state(): SignalCliState {
     return this.stateValue;
+  }
+
+  /** Why signal-cli does not run (and what to do), while it does not. */
+  get problem(): string | undefined {
+    if (this.stateValue === "running") return undefined;
+    // Composed when asked: its stderr's last lines may come in after it exited.
+    if (this.exitHow !== undefined) {
+      const complaint = this.lastComplaint ? `: ${this.lastComplaint}` : "";
+      return `signal-cli stopped (${this.exitHow})${complaint}; the bridge restarts it (its log says more)`;
+    }
+    return this.problemValue;
   }
 
   /** The pid of the signal-cli process now running, if any. */
@@ -99,8 +123,8 @@ export class SignalCliDaemon {
 
   private launch(): void {
     if (this.stopped) return;
-    this.setState("starting");
     this.runningSince = undefined;
+    this.lastComplaint = undefined;
     const child = spawn(this.options.command, this.options.args, {
       env: { ...process.env, ...this.options.env },
       stdio: ["ignore", "ignore", "pipe"],
@@ -108,16 +132,27 @@ export class SignalCliDaemon {
     });
     this.current = child;
     let ended = false;
-    const finish = (reason: Record<string, unknown>): void => {
+    const finish = (reason: ExitReason): void => {
       if (ended) return;
       ended = true;
       this.pidWrites = this.pidWrites.then(() => forgetPid(this.options.pidFile, child.pid));
       this.exited(child, reason);
     };
-    // A spawn failure (ENOENT: SIGNAL_CLI_PATH is wrong) arrives as "error" with no "exit".
-    child.once("error", (error) => finish({ error: errorMessage(error) }));
+    // A spawn failure (ENOENT: SIGNAL_CLI_PATH is wrong) arrives as "error" with no "exit"; an
+    // error of a running one (a failed kill) is followed by its "exit".
+    child.on("error", (error) => {
+      if (child.pid === undefined) finish({ error });
+      else this.log.warn("signal-cli process error", { pid: child.pid, error: errorMessage(error) });
+    });
     child.once("exit", (code, signal) => finish({ code, signal }));
+    // Not started (no pid): its "error" follows, and the state stays what it was (`missing`).
     if (child.pid === undefined) return;
+    if (this.stateValue === "missing") {
+      this.log.info("signal-cli found; starting it", { path: this.options.command });
+    }
+    this.setState("starting");
+    this.problemValue = "signal-cli is starting";
+    this.exitHow = undefined;
     const pid = child.pid;
     this.pidWrites = this.pidWrites.then(() => rememberPid(this.options.pidFile, pid));
     this.log.info("signal-cli started", { pid: child.pid });
@@ -128,7 +163,8 @@ export class SignalCliDaemon {
   }
 
   private async waitUntilReady(child: ChildProcess): Promise<void> {
-    const deadline = Date.now() + (this.options.startupTimeoutMs ?? 120_000);
+    const timeoutMs = this.options.startupTimeoutMs ?? STARTUP_TIMEOUT_MS;
+    const deadline = Date.now() + timeoutMs;
     while (this.current === child && !this.stopped && child.exitCode === null) {
       if (await this.check()) {
         if (this.current !== child || child.exitCode !== null) return;
@@ -139,6 +175,7 @@ export class SignalCliDaemon {
       }
       if (Date.now() > deadline) {
         this.log.error("signal-cli did not become ready in time; killing it", { pid: child.pid });
+        this.lastComplaint = `it did not answer within ${Math.round(timeoutMs / 1000)} s`;
         killGroup(child, "SIGKILL");
         return;
       }
@@ -158,7 +195,7 @@ export class SignalCliDaemon {
     }
   }
 
-  private exited(child: ChildProcess, reason: Record<string, unknown>): void {
+  private exited(child: ChildProcess, reason: ExitReason): void {
     if (this.current !== child) return;
     this.current = undefined;
     // Whatever it left behind in its group goes with it.
@@ -167,10 +204,46 @@ export class SignalCliDaemon {
     const base = this.options.restartBaseMs ?? 1_000;
     const healthyFor = this.runningSince === undefined ? 0 : Date.now() - this.runningSince;
     if (healthyFor >= (this.options.healthyResetMs ?? 60_000)) this.delay = base;
-    this.setState("down");
-    this.log.error("signal-cli exited; restarting", { ...reason, inMs: this.delay });
-    this.restartTimer = setTimeout(() => this.launch(), this.delay);
+    const inMs = this.delay;
+    this.restartTimer = setTimeout(() => this.launch(), inMs);
     this.delay = Math.min(this.delay * 2, this.options.restartMaxMs ?? 60_000);
+    if ("error" in reason) {
+      this.notStarted(reason.error, inMs);
+      return;
+    }
+    this.setState("down");
+    this.exitHow = reason.signal ? `killed by ${reason.signal}` : `exit code ${reason.code}`;
+    this.log.error("signal-cli exited; restarting", { code: reason.code, signal: reason.signal, inMs });
+  }
+
+  /**
+   * signal-cli could not be started at all. Not installed (ENOENT) is said once, at error level,
+   * with what to do; each later attempt that fails the same way is logged at debug only.
+   */
+  private notStarted(error: Error, inMs: number): void {
+    const path = this.options.command;
+    const code = (error as NodeJS.ErrnoException).code;
+    const problem =
+      code === "ENOENT"
+        ? `signal-cli is not installed: "${path}" was not found (${errorMessage(error)}). ` +
+          "Install signal-cli (see signal-bridge/README.md) or set SIGNAL_CLI_PATH to where it is"
+        : `signal-cli could not be started from "${path}" (${errorMessage(error)}). ` +
+          "Check that SIGNAL_CLI_PATH names the signal-cli program and that it may be run (see signal-bridge/README.md)";
+    const again = problem === this.problemValue && this.exitHow === undefined;
+    this.setState(code === "ENOENT" ? "missing" : "down");
+    this.problemValue = problem;
+    this.exitHow = undefined;
+    if (again) {
+      this.log.debug("signal-cli still cannot be started; trying again", {
+        error: errorMessage(error),
+        inMs,
+      });
+      return;
+    }
+    this.log.error(
+      `${problem}. The bridge sends and receives nothing until then; it keeps trying (at most a minute apart) and says when it finds it.`,
+      { error: errorMessage(error) },
+    );
   }
 
   private setState(state: SignalCliState): void {
@@ -181,16 +254,20 @@ export class SignalCliDaemon {
     for (const waiter of waiters) waiter();
   }
 
-  /** signal-cli's own log lines (stderr), at their level. */
+  /** signal-cli's own log lines (stderr), at their level; its last complaint is kept for `problem`. */
   private relay(line: string): void {
     const text = line.trim().slice(0, 2_000);
     if (text === "") return;
+    if (/^(ERROR|WARN)\b/.test(text)) this.lastComplaint = text.slice(0, 500);
     if (/^ERROR\b/.test(text)) this.log.error(`signal-cli: ${text}`);
     else if (/^WARN\b/.test(text)) this.log.warn(`signal-cli: ${text}`);
     else if (/^DEBUG\b/.test(text)) this.log.debug(`signal-cli: ${text}`);
     else this.log.info(`signal-cli: ${text}`);
   }
 }
+
+/** How a signal-cli process ended: it could not be started (`error`), or it exited. */
+type ExitReason = { error: Error } | { code: number | null; signal: NodeJS.Signals | null };
 
 function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   if (child.pid === undefined) return;

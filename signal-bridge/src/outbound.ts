@@ -9,7 +9,8 @@ import { RpcError, RpcUnreachableError } from "./rpc.js";
 
 export interface OutboundDeps {
   rpc: RpcClient;
-  daemonState: () => SignalCliState;
+  /** signal-cli's state, and why it does not run (what to do) when it does not. */
+  daemon: { readonly state: SignalCliState; readonly problem: string | undefined };
   /** Private directory for attachments on their way out; emptied on start. */
   tempDir: string;
   logger: Logger;
@@ -82,8 +83,10 @@ export class Outbound {
   }
 
   private requireRunning(): void {
-    const state = this.deps.daemonState();
-    if (state !== "running") throw new DomainError("unavailable", `signal-cli is not running (${state})`);
+    const { state, problem } = this.deps.daemon;
+    if (state !== "running") {
+      throw new DomainError("unavailable", problem ?? `signal-cli is not running (${state})`);
+    }
   }
 
   /** One JSON-RPC call, its failures as DomainErrors (a rate limit among them). */
@@ -92,7 +95,9 @@ export class Outbound {
       return await this.deps.rpc.call(method, params);
     } catch (error) {
       if (error instanceof RpcUnreachableError) {
-        if (error.refused) throw new DomainError("unavailable", "signal-cli is not running");
+        if (error.refused) {
+          throw new DomainError("unavailable", this.deps.daemon.problem ?? "signal-cli is not running");
+        }
         throw new DomainError("upstream", error.message);
       }
       if (!(error instanceof RpcError)) throw error;

@@ -39,7 +39,7 @@
  * Command-line parsing lives in fake-signal-cli-args.mjs, the inbound envelope in fake-signal-cli-envelope.mjs.
  * Test routes: POST /test/inbound, POST /test/envelope (emit any envelope as given: receipts, typing, groups),
  * GET /test/sent, POST /test/rate-limit, POST /test/fail-send, GET /test/challenges, POST /test/drop-streams
- * (end every event stream but keep running), POST /test/exit. Env: FAKE_SIGNAL_STATE (JSON file every recorded send is appended
+ * (end every event stream but keep running), POST /test/exit `{code?, stderr?}` (a last line on stderr, then exit). Env: FAKE_SIGNAL_STATE (JSON file every recorded send is appended
  * to, surviving restarts), FAKE_SIGNAL_KEEPALIVE_MS (keep-alive period, default 15000).
  */
 import { Buffer } from "node:buffer";
@@ -367,6 +367,8 @@ const testRoutes = {
   "POST /test/exit": async (request, response) => {
     const body = await readJsonBody(request);
     const code = Number.isInteger(body.code) ? body.code : 1;
+    // What signal-cli says on stderr before it stops (an unregistered account, a broken config).
+    if (typeof body.stderr === "string") process.stderr.write(`${body.stderr}\n`);
     response.writeHead(200, { "Content-Type": "application/json" });
     response.end(JSON.stringify({ ok: true, code }), () => {
       for (const client of state.clients) client.destroy(); // abrupt, like a crashing JVM

@@ -1,8 +1,16 @@
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Json, TestBridge } from "./helpers.js";
-import { SECRET, startFakeApp, startListeningBridge, startTestBridge } from "./helpers.js";
+import {
+  FAKE_SIGNAL_CLI,
+  SECRET,
+  startFakeApp,
+  startListeningBridge,
+  startTestBridge,
+  waitUntilListening,
+} from "./helpers.js";
 
 const bob = "+447700900123";
 
@@ -153,36 +161,69 @@ describe("sending through signal-cli", () => {
 });
 
 describe("without a running signal-cli", () => {
-  it("answers 503 and reports it down in /health, retrying to start it", async () => {
+  it("says signal-cli is missing and what to do, in /health, in its 503s and once in its log, and starts it once it is installed", async () => {
     const app = await startFakeApp();
-    const bridge = await startTestBridge({ appUrl: app.url, signalCliPath: "/nonexistent/signal-cli" });
+    const root = mkdtempSync(join(tmpdir(), "signal-cli-later-"));
+    const path = join(root, "bin", "signal-cli");
+    const bridge = await startTestBridge({
+      appUrl: app.url,
+      signalCliPath: path,
+      tuning: { restartBaseMs: 50, restartMaxMs: 200 },
+    });
+    const notFound = (line: string) => line.includes("ENOENT");
     try {
-      await vi.waitFor(
-        () => expect(bridge.logs.join("\n")).toMatch(/signal-cli exited; restarting.*ENOENT/),
-        {
-          timeout: 15_000,
-        },
-      );
-      // Between attempts it is down (an attempt itself is "starting" for the moment spawning takes).
+      await vi.waitFor(() => expect(bridge.bridge.daemon.state).toBe("missing"), { timeout: 15_000 });
       const health = (await (await fetch(`${bridge.url}/health`)).json()) as Json;
       expect(health).toEqual({
         status: "ok",
-        signalCli: expect.stringMatching(/^(down|starting)$/),
+        signalCli: "missing",
+        problem: expect.stringContaining(`signal-cli is not installed: "${path}" was not found`),
         account: bridge.config.account,
       });
+      expect(health.problem).toContain(
+        "Install signal-cli (see signal-bridge/README.md) or set SIGNAL_CLI_PATH",
+      );
       const answer = await bridge.request("POST", "/send", { recipient: bob, message: "hello" });
       expect(answer.status).toBe(503);
-      expect(answer.body.error).toMatch(/^signal-cli is not running \((down|starting)\)$/);
-      await vi.waitFor(
-        () =>
-          expect(
-            bridge.logs.filter((line) => line.includes("signal-cli exited; restarting")).length,
-          ).toBeGreaterThan(1),
-        { timeout: 15_000 },
-      );
+      expect(answer.body.error).toBe(health.problem);
+
+      // Tried again and again, but said once at error level, with the hint; the rest at debug.
+      await vi.waitFor(() => expect(bridge.logs.filter(notFound).length).toBeGreaterThan(4), {
+        timeout: 15_000,
+      });
+      const loud = bridge.logs.filter((line) => notFound(line) && !line.includes(" DEBUG "));
+      expect(loud).toHaveLength(1);
+      expect(loud[0]).toMatch(/ ERROR .*signal-cli is not installed: .*set SIGNAL_CLI_PATH/);
+      expect(bridge.logs.join("\n")).not.toContain("signal-cli exited");
+
+      // Installed: found at the next look, started, and sending works.
+      mkdirSync(join(root, "bin"));
+      symlinkSync(FAKE_SIGNAL_CLI, path);
+      await waitUntilListening(bridge);
+      expect(bridge.logs.join("\n")).toContain("signal-cli found; starting it");
+      expect(((await (await fetch(`${bridge.url}/health`)).json()) as Json).problem).toBeUndefined();
+      const sent = await bridge.request("POST", "/send", { recipient: bob, message: "hello" });
+      expect(sent.status).toBe(200);
     } finally {
       await bridge.stop();
       await app.close();
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it("says why signal-cli stopped, from its own last complaint", async () => {
+    const { bridge, stop } = await startListeningBridge();
+    try {
+      await bridge.control("/test/exit", {
+        code: 3,
+        stderr: "ERROR App - User +15550001111 is not registered.",
+      });
+      await vi.waitFor(() =>
+        expect(bridge.bridge.daemon.problem).toMatch(/^signal-cli stopped \(exit code 3\)/),
+      );
+      expect(bridge.bridge.daemon.problem).toContain("User +15550001111 is not registered.");
+    } finally {
+      await stop();
     }
   });
 });

@@ -72,6 +72,11 @@ export interface SiblingHealth {
   body?: unknown;
   /** The plugin-runner's MCP servers that keep failing, by name. */
   mcpServersFailing?: string[];
+  /**
+   * It answers but cannot do its job ("bridge up, signal-cli missing"): what the home page's badge
+   * says instead of "up", in the warning colour; `detail` says why and what to do.
+   */
+  warning?: string;
 }
 
 /** What a configured channel may need: its configuration, its clients, where the app is reached. */

@@ -7,6 +7,7 @@ import type { Database } from "../db/database.js";
 import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import { AnswerDelivery } from "../delivery/answers.js";
 import { DeliveryStore } from "../delivery/store.js";
+import { OwnerFallback } from "../delivery/owner-fallback.js";
 import { DeliveryWorker, type ChannelSender } from "../delivery/worker.js";
 import type { Check } from "../doctor/checks.js";
 import type { IntakeDeps } from "../queue/intake.js";
@@ -27,6 +28,8 @@ export interface ChannelWiringDeps {
   signalBridge: () => ServiceClient;
   /** An answer or a notice was kept for the owner's console with nobody waiting for it. */
   onKept?: (answer: UnseenAnswer) => void;
+  /** A message kept for the owner's console (its channel could not deliver it) reached them there after all. */
+  onDeliveredLater?: (keptInboxId: number) => Promise<void>;
   logger: Logger;
 }
 
@@ -119,15 +122,28 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     store: deliveries,
     channels,
     logger: logger.child("delivery"),
-    onGiveUp: (delivery, error) =>
-      notices.addNotice(
+    // A message the owner's channel cannot deliver is kept for their consoles meanwhile.
+    followUp: new OwnerFallback({
+      db,
+      inbox,
+      owner: ownerContact,
+      channels: CHANNELS,
+      onKept: deps.onKept,
+      onDeliveredLater: deps.onDeliveredLater,
+      logger: logger.child("delivery"),
+    }),
+    // A message kept for the owner's consoles is theirs already: no second notice when given up.
+    onGiveUp: async (delivery, error) => {
+      if (delivery.keptInboxId !== null) return;
+      await notices.addNotice(
         "delivery",
         `(a ${delivery.channel} message to ${delivery.recipient})`,
         `A ${delivery.channel} message to ${delivery.recipient} could not be delivered and was given up: ${error}` +
           (delivery.payload.text
             ? `\n\nIt said:\n${CHANNELS[delivery.channel].plainText(delivery.payload)}`
             : ""),
-      ),
+      );
+    },
   });
   const answers = new AnswerDelivery({
     inbox,

@@ -249,16 +249,18 @@ export class InboxStore {
   async addNotice(source: string, about: string, text: string): Promise<UnseenAnswer> {
     const message = sanitizeText(about);
     const response = sanitizeText(text);
+    // Its title is kept with it, so a console that lists it later names it as the first one did.
+    const title = message.replace(/^\((.*)\)$/s, "$1");
     const result = await this.db.query<{ id: number; spare: number }>(
       `INSERT INTO inbox (source, payload, status, response, outcome, finished_at)
        VALUES ($1, $2, 'done', $3, 'notice', now())
        RETURNING id, ${NEXT_ID} AS spare`,
-      [source, JSON.stringify({ message, attachments: [] }), response],
+      [source, JSON.stringify({ message, attachments: [], title }), response],
     );
     const id = result.rows[0]?.id ?? 0;
     this.ahead.offer(result.rows[0]?.spare);
     this.noteUnseen(id);
-    return { id, source, message, response, title: message.replace(/^\((.*)\)$/s, "$1") };
+    return { id, source, message, response, title };
   }
 
   /**

@@ -295,6 +295,23 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX notifications_open ON notifications (inbox_id) WHERE dismissed_at IS NULL;
     `,
   },
+  {
+    version: 9,
+    name: "an owner's message its channel cannot deliver is kept for their consoles",
+    sql: `
+      -- A message to the owner that its channel could not deliver is also kept for the owner's
+      -- consoles, as a notice (kept_inbox_id); once a console has shown that notice, the message
+      -- is withdrawn from the channel ('withdrawn') instead of arriving there too, later.
+      ALTER TABLE deliveries ADD COLUMN kept_inbox_id INTEGER REFERENCES inbox (id) ON DELETE SET NULL;
+      -- The last failure said the channel itself is down (its service, its program), not just busy.
+      ALTER TABLE deliveries ADD COLUMN channel_down BOOLEAN NOT NULL DEFAULT false;
+      -- Since when it has been failing (its first failed attempt).
+      ALTER TABLE deliveries ADD COLUMN failing_since TIMESTAMPTZ;
+      ALTER TABLE deliveries DROP CONSTRAINT deliveries_status_check;
+      ALTER TABLE deliveries ADD CONSTRAINT deliveries_status_check
+        CHECK (status IN ('pending', 'sent', 'failed', 'withdrawn'));
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

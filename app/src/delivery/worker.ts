@@ -6,13 +6,30 @@ import type { Channel, Delivery, DeliveryStore } from "./store.js";
 /** How a send went, as a channel reports it. */
 export type SendResult =
   | { ok: true }
-  /** Try again later (outage, 5xx, rate limit); `retryAfterMs` when the channel said when. */
-  | { ok: false; retry: true; error: string; retryAfterMs?: number }
+  /**
+   * Try again later (outage, 5xx, rate limit); `retryAfterMs` when the channel said when;
+   * `channelDown` when the channel itself cannot send now (its service or program is not running),
+   * not just this message.
+   */
+  | { ok: false; retry: true; error: string; retryAfterMs?: number; channelDown?: boolean }
   /** Never going to work (chat not found, bad request): give up now. */
   | { ok: false; retry: false; error: string };
 
 export interface ChannelSender {
   send(delivery: Delivery): Promise<SendResult>;
+}
+
+/**
+ * What follows the worker's sends (`OwnerFallback`: a message the owner's channel cannot deliver is
+ * kept for their consoles). Each is awaited; a failure is logged and sending goes on.
+ */
+export interface DeliveryFollowUp {
+  /** Before each look at the due deliveries. */
+  beforeRound(): Promise<void>;
+  /** After an attempt that failed (to be retried, or given up). */
+  afterFailure(delivery: Delivery, result: Exclude<SendResult, { ok: true }>): Promise<void>;
+  /** After a delivery was sent. */
+  afterSent(delivery: Delivery): Promise<void>;
 }
 
 export interface DeliveryWorkerDeps {
@@ -25,6 +42,7 @@ export interface DeliveryWorkerDeps {
   maxAttempts?: number;
   /** Told when a delivery is given up (the owner hears of it on their console). */
   onGiveUp?: (delivery: Delivery, error: string) => Promise<void>;
+  followUp?: DeliveryFollowUp;
 }
 
 /**
@@ -34,7 +52,8 @@ export interface DeliveryWorkerDeps {
 export class DeliveryWorker {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
-  private again = false;
+  /** A round asked for while one runs: it follows, and these wait for it. */
+  private again: { promise: Promise<void>; resolve: () => void } | undefined;
   private stopped = true;
   /** Callers waiting for the first attempt at a delivery (a send tool reporting how it went). */
   private readonly waiters = new Map<number, ((result: SendResult) => void)[]>();
@@ -73,12 +92,19 @@ export class DeliveryWorker {
     return settled;
   }
 
-  /** Something was queued (or is due): send now. Resolves when this round is done. */
+  /**
+   * Something was queued (or is due): send now. Resolves when a round that began after this call
+   * is done (one running already may have missed what was just queued: another follows it).
+   */
   kick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     if (this.running) {
-      this.again = true;
-      return this.running;
+      if (!this.again) {
+        let resolve = (): void => {};
+        const promise = new Promise<void>((done) => (resolve = done));
+        this.again = { promise, resolve };
+      }
+      return this.again.promise;
     }
     if (this.timer) clearTimeout(this.timer);
     this.running = this.round()
@@ -88,16 +114,16 @@ export class DeliveryWorker {
       })
       .finally(() => {
         this.running = undefined;
-        if (this.again) {
-          this.again = false;
-          void this.kick();
-        }
+        const again = this.again;
+        this.again = undefined;
+        if (again) void this.kick().then(again.resolve);
       });
     return this.running;
   }
 
   private async round(): Promise<void> {
     for (;;) {
+      await this.follow("beforeRound", (followUp) => followUp.beforeRound());
       const due = await this.deps.store.due();
       if (due.length === 0) break;
       for (const delivery of due) {
@@ -133,6 +159,7 @@ export class DeliveryWorker {
     if (result.ok) {
       await store.sent(delivery.id);
       await this.release(delivery);
+      await this.follow("afterSent", (followUp) => followUp.afterSent(delivery));
       return result;
     }
     const attempts = delivery.attempts + 1;
@@ -141,6 +168,7 @@ export class DeliveryWorker {
       await store.failed(delivery.id, result.error);
       await this.release(delivery);
       await this.deps.onGiveUp?.(delivery, result.error).catch(() => undefined);
+      await this.follow("afterFailure", (followUp) => followUp.afterFailure(delivery, result));
       return result;
     }
     const backoff = Math.min(
@@ -148,14 +176,30 @@ export class DeliveryWorker {
       this.deps.maxDelayMs ?? 30 * 60_000,
     );
     const delay = Math.max(backoff, result.retryAfterMs ?? 0);
-    logger.warn("delivery failed; will retry", {
+    // Said once per delivery and reason: a channel down for hours fails every retry the same way.
+    const log = result.error === delivery.lastError ? logger.debug : logger.warn;
+    log.call(logger, "delivery failed; will retry", {
       id: delivery.id,
       channel: delivery.channel,
       inMs: delay,
       error: result.error,
     });
-    await store.retryLater(delivery.id, delay, result.error);
+    // A channel that asks to wait more than a minute (a long rate limit) cannot send for now either.
+    const channelDown = (result.channelDown ?? false) || (result.retryAfterMs ?? 0) > 60_000;
+    await store.retryLater(delivery.id, delay, result.error, channelDown);
+    await this.follow("afterFailure", (followUp) => followUp.afterFailure(delivery, result));
     return result;
+  }
+
+  /** Runs a follow-up; its failure is logged, never stops the sending. */
+  private async follow(step: string, run: (followUp: DeliveryFollowUp) => Promise<void>): Promise<void> {
+    const followUp = this.deps.followUp;
+    if (!followUp) return;
+    try {
+      await run(followUp);
+    } catch (error) {
+      this.deps.logger.error("a delivery follow-up failed", { step, error: errorMessage(error) });
+    }
   }
 
   /** Deliveries' copy of an attachment is not needed once its delivery is settled. */

@@ -35,7 +35,14 @@ export async function appChecks(deps: AppCheckDeps): Promise<Checked> {
     database,
     ...status.services.map((service): Check =>
       service.ok
-        ? { name: service.name, state: "ok", detail: service.detail ?? "up" }
+        ? // Answering but not doing its job (the signal-bridge without signal-cli): a look.
+          service.warning
+          ? {
+              name: service.name,
+              state: "warn",
+              detail: `${service.warning}${service.detail ? `: ${service.detail}` : ""}`,
+            }
+          : { name: service.name, state: "ok", detail: service.detail ?? "up" }
         : {
             name: service.name,
             state: "fail",

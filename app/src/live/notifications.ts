@@ -1,7 +1,7 @@
 import { errorMessage, type Logger } from "@stavrobot/common";
-import type { UnseenAnswer } from "../db/inbox.js";
+import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
 import type { NotificationStore } from "../db/notifications.js";
-import { ANSWER_EVENT, type LiveEvents } from "./events.js";
+import { ANSWER_EVENT, DISMISSED_EVENT, type LiveEvents } from "./events.js";
 
 /**
  * What follows an answer kept for the owner (`AnswerDelivery`'s and the notices' `onKept`): it
@@ -25,5 +25,22 @@ export function keepForOwner(deps: {
       });
     }
     deps.live.publish(ANSWER_EVENT, answer);
+  };
+}
+
+/**
+ * What follows a kept notice that no longer needs the owner (its message reached them on its
+ * channel after all): its notification is dismissed, it is marked seen (no console shows it
+ * again), and every open page hears of the dismissal.
+ */
+export function withdrawFromOwner(deps: {
+  notifications: Pick<NotificationStore, "dismiss">;
+  inbox: Pick<InboxStore, "markSeen">;
+  live: LiveEvents;
+}): (inboxId: number) => Promise<void> {
+  return async (inboxId) => {
+    const dismissed = await deps.notifications.dismiss([inboxId]);
+    await deps.inbox.markSeen([inboxId]);
+    if (dismissed.length > 0) deps.live.publish(DISMISSED_EVENT, { ids: dismissed });
   };
 }

@@ -2,6 +2,7 @@ import { errorMessage, type ServiceClient } from "@stavrobot/common";
 import type { Channel } from "../audience.js";
 import type { ChannelStatus, SiblingHealth } from "../channels/channel.js";
 import type { Queryable } from "../db/database.js";
+import { DeliveryStore, type DeliveryBacklog } from "../delivery/store.js";
 
 /**
  * What the home page shows (`GET /api/status`): the siblings' health, the channels, the queue and
@@ -28,6 +29,8 @@ export interface QueueStatus {
   waiting: number;
   /** Unfinished inbox entries by status (`pending`, `processing`, `steered`, …). */
   open: Record<string, number>;
+  /** Outgoing channel messages: waiting to be sent (and why, when failing), given up lately. */
+  deliveries: DeliveryBacklog;
 }
 
 export interface StatusDeps {
@@ -70,19 +73,21 @@ async function health(name: string, client: ServiceClient): Promise<SiblingHealt
       | {
           sandbox?: { mode?: unknown; users?: unknown };
           signalCli?: unknown;
+          problem?: unknown;
           mcpServersFailing?: { name?: unknown }[];
         }
       | undefined;
     const failing = Array.isArray(body?.mcpServersFailing)
       ? body.mcpServersFailing.map((server) => String(server?.name))
       : [];
+    // The signal-bridge answers while its signal-cli may not run: up, but sending nothing.
+    const signalCli =
+      typeof body?.signalCli === "string" && body.signalCli !== "running" ? body.signalCli : undefined;
     const details = [
       typeof body?.sandbox?.mode === "string"
         ? `sandbox: ${body.sandbox.mode}${body.sandbox.users === true ? ", per-plugin users" : ""}`
         : undefined,
-      typeof body?.signalCli === "string" && body.signalCli !== "running"
-        ? `signal-cli: ${body.signalCli}`
-        : undefined,
+      signalCli ? (typeof body?.problem === "string" ? body.problem : `signal-cli: ${signalCli}`) : undefined,
       failing.length > 0 ? `MCP servers failing: ${failing.join(", ")} (see the Plugins page)` : undefined,
     ].filter((detail) => detail !== undefined);
     return {
@@ -90,6 +95,7 @@ async function health(name: string, client: ServiceClient): Promise<SiblingHealt
       ok: true,
       ...(details.length > 0 ? { detail: details.join("; ") } : {}),
       ...(failing.length > 0 ? { mcpServersFailing: failing } : {}),
+      ...(signalCli ? { warning: `bridge up, signal-cli ${signalCli}` } : {}),
       body: data,
     };
   } catch (error) {
@@ -108,6 +114,7 @@ async function queueStatus(deps: StatusDeps): Promise<QueueStatus> {
     currentInboxId: deps.queue.currentEntryId ?? null,
     waiting: open.pending ?? 0,
     open,
+    deliveries: await new DeliveryStore(deps.db).backlog(),
   };
 }
 

@@ -79,14 +79,20 @@ export type SignalChallengeRequest = z.infer<typeof signalChallengeRequestSchema
 
 export const signalChallengeResponseSchema = z.object({ ok: z.literal(true) });
 
-/** Whether the bridge's signal-cli daemon answers: `starting` until its first health check passes. */
-export const signalCliStates = ["running", "starting", "down"] as const;
+/**
+ * Whether the bridge's signal-cli daemon answers: `starting` until its first health check passes,
+ * `missing` while the program is not installed where the bridge looks (`SIGNAL_CLI_PATH`), `down`
+ * when it stopped or could not be started otherwise.
+ */
+export const signalCliStates = ["running", "starting", "down", "missing"] as const;
 export type SignalCliState = (typeof signalCliStates)[number];
 
 /** `GET /health` (open). */
 export const signalBridgeHealthSchema = z.object({
   status: z.literal("ok"),
   signalCli: z.enum(signalCliStates),
+  /** While signal-cli does not run: why, and what to do (install it, set SIGNAL_CLI_PATH…). */
+  problem: z.string().optional(),
   account: z.string(),
 });
 export type SignalBridgeHealth = z.infer<typeof signalBridgeHealthSchema>;

@@ -35,15 +35,21 @@ export const signalChannel: ChannelDefinition = {
   // missing or keeps dying sends nothing).
   status: async (_context, siblings) => {
     const bridge = (await siblings).find((sibling) => sibling.name === "signal-bridge");
-    const reported = (bridge?.body as { signalCli?: unknown } | undefined)?.signalCli;
+    const body = bridge?.body as { signalCli?: unknown; problem?: unknown } | undefined;
     return {
       configured: true,
       bridgeOk: bridge?.ok ?? false,
-      signalCli: typeof reported === "string" ? reported : "unknown",
+      signalCli: typeof body?.signalCli === "string" ? body.signalCli : "unknown",
+      // Why signal-cli does not run, and what to do (the bridge's words).
+      ...(typeof body?.problem === "string" ? { problem: body.problem } : {}),
     };
   },
   check: (status) => {
-    const { bridgeOk, signalCli } = status as unknown as { bridgeOk: boolean; signalCli: string };
+    const { bridgeOk, signalCli, problem } = status as unknown as {
+      bridgeOk: boolean;
+      signalCli: string;
+      problem?: string;
+    };
     if (!bridgeOk) {
       return {
         name: "signal",
@@ -56,8 +62,11 @@ export const signalChannel: ChannelDefinition = {
       return {
         name: "signal",
         state: "fail",
-        detail: `signal-cli is ${signalCli}: nothing is sent or received`,
-        fix: "Install signal-cli and register the account (signal-bridge/README.md); the bridge's log says why it does not start.",
+        detail: `signal-cli is ${signalCli}: nothing is sent or received${problem ? ` (${problem})` : ""}`,
+        fix:
+          signalCli === "missing"
+            ? "Install signal-cli (signal-bridge/README.md) or set SIGNAL_CLI_PATH to it, then register the account; the bridge finds it within a minute."
+            : "Install signal-cli and register the account (signal-bridge/README.md); the bridge's log says why it does not start.",
       };
     }
     return { name: "signal", state: "ok", detail: "the bridge and signal-cli run" };

@@ -43,7 +43,12 @@ export class SignalSender implements ChannelSender {
 
   private classify(error: unknown): SendResult {
     if (!(error instanceof ServiceError) || error.status === undefined) {
-      return { ok: false, retry: true, error: `the Signal bridge is unreachable: ${errorMessage(error)}` };
+      return {
+        ok: false,
+        retry: true,
+        channelDown: true,
+        error: `the Signal bridge does not answer (${errorMessage(error)}); npm start (or compose) restarts it, and its log says why it stopped`,
+      };
     }
     const limited = signalRateLimitedSchema.safeParse(error.body);
     if (error.status === 429 && limited.success) {
@@ -59,6 +64,8 @@ export class SignalSender implements ChannelSender {
     const detail = errorBodyText(error.body) ?? error.message;
     // 400: the request itself is wrong (a bad number, a file too large) and will never work.
     if (error.status === 400 || error.status === 413) return { ok: false, retry: false, error: detail };
+    // 503: signal-cli does not run; the bridge says why and what to do ("signal-cli is not installed…").
+    if (error.status === 503) return { ok: false, retry: true, channelDown: true, error: detail };
     return { ok: false, retry: true, error: `Signal did not take the message: ${detail}` };
   }
 }

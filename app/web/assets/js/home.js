@@ -33,34 +33,63 @@ function showStatus(status) {
           el("strong", { text: service.name }),
           service.detail ? el("div", { class: "hint", text: service.detail }) : null,
         ),
-        state(service.ok, "up", "down"),
+        // Answering but not doing its job (the bridge up, its signal-cli missing): not green.
+        service.warning
+          ? el("span", { class: "badge warn", text: service.warning })
+          : state(service.ok, "up", "down"),
       ),
     ),
   );
   const { telegram, signal } = status.channels;
   facts(byId("channels"), [
     ["Telegram", telegramState(telegram)],
-    [
-      "Signal",
-      !signal.configured
-        ? el("span", { class: "muted", text: "not configured" })
-        : !signal.bridgeOk
-          ? state(false, "", "bridge down")
-          : state(signal.signalCli === "running", "up", `bridge up, signal-cli ${signal.signalCli}`),
-    ],
+    ["Signal", signalState(signal)],
   ]);
+  const { deliveries } = status.queue;
   facts(byId("queue"), [
     ["State", status.queue.busy ? `busy (message ${status.queue.currentInboxId ?? "?"})` : "idle"],
     ["Waiting", formatInteger(status.queue.waiting)],
     ...Object.entries(status.queue.open)
       .filter(([name]) => name !== "pending")
       .map(([name, count]) => [name, formatInteger(count)]),
+    // Outgoing Telegram and Signal messages: what waits, and why when its channel fails.
+    [
+      "To send",
+      el(
+        "span",
+        { "data-deliveries": "waiting" },
+        formatInteger(deliveries.waiting),
+        deliveries.failing
+          ? el("div", {
+              class: "warn",
+              text: `${channelTitle(deliveries.failing.channel)} could not deliver: ${deliveries.failing.error}`,
+            })
+          : null,
+      ),
+    ],
+    ...(deliveries.givenUp > 0
+      ? [["Not sent (7 days)", el("span", { class: "bad", text: formatInteger(deliveries.givenUp) })]]
+      : []),
     ["Up for", formatDuration(status.uptimeSeconds)],
   ]);
   facts(byId("messages"), [
     ["Total", formatInteger(status.messages.total)],
     ...status.messages.bySource.map((entry) => [entry.source, formatInteger(entry.count)]),
   ]);
+}
+
+const channelTitle = (channel) => ({ telegram: "Telegram", signal: "Signal" })[channel] ?? channel;
+
+function signalState(signal) {
+  if (!signal.configured) return el("span", { class: "muted", text: "not configured" });
+  if (!signal.bridgeOk) return state(false, "", "bridge down");
+  if (signal.signalCli === "running") return state(true, "up", "");
+  return el(
+    "span",
+    {},
+    state(false, "", `bridge up, signal-cli ${signal.signalCli}`),
+    signal.problem ? el("div", { class: "hint", text: signal.problem }) : null,
+  );
 }
 
 function telegramState(telegram) {
