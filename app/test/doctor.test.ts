@@ -123,6 +123,11 @@ describe("GET /health?deep=1", () => {
     expect(byName(checked, "backups")).toMatchObject({ state: "warn" });
     // Signal is not configured: no line for it.
     expect(byName(checked, "signal")).toBeUndefined();
+    // Embeddings are not configured: what setting them adds.
+    expect(byName(checked, "embeddings")).toMatchObject({ state: "ok" });
+    expect(byName(checked, "embeddings")?.detail).toMatch(
+      /^not configured: db_search finds the words used\. Add \[embeddings\] to config\.toml .*finds what was meant/,
+    );
   });
 
   it("fails Telegram when its webhook is not this assistant's, saying what to set", async () => {
