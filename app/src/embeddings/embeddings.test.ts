@@ -223,6 +223,26 @@ describe("the embedding index", () => {
     expect(counted.rows[0]).toEqual({ n: 20, distinct: 20 });
   });
 
+  it("indexes scratchpad entries and compaction summaries of the conversation they belong to", async () => {
+    const said = await turn("we talked about the garden", "ok");
+    await testDb.db.query(
+      "INSERT INTO scratchpad (title, body) VALUES ('Trip', 'book the apartment in Athens')",
+    );
+    await testDb.db.query("INSERT INTO compactions (summary, up_to_message_id) VALUES ($1, $2)", [
+      "SUMMARY: the owner's brother lives in Athens.",
+      said,
+    ]);
+    const embeddings = client();
+    await worker(embeddings).cycle();
+    expect(await statuses()).toEqual({ ok: 3 });
+    const found = await search(embeddings, "where does my sibling live?");
+    expect(found.hits[0]).toMatchObject({ source: "compaction" });
+    expect(found.hits[0]?.content).toMatch(
+      /^\[[^\]]+ · summary of earlier conversation · assistant\]\nSUMMARY/,
+    );
+    expect(found.hits.map((hit) => hit.source)).toContain("scratchpad");
+  });
+
   it("a memory changed after it was indexed is indexed again; one removed leaves no row", async () => {
     const memory = await testDb.db.query<{ id: number }>(
       "INSERT INTO memories (content) VALUES ('the dog is called Rex') RETURNING id",

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { diversify, reciprocalRankFusion } from "./search.js";
+import { withoutEnvelope } from "./sources.js";
 
 describe("reciprocal rank fusion (k = 60)", () => {
   it("sums 1 / (60 + rank) over the lists: found by both beats first in one", () => {
@@ -45,5 +46,21 @@ describe("MMR diversification", () => {
       { id: 3, at: day(3), score: 0.02 },
     ];
     expect(diversify(ranked, new Map(), 3).map((hit) => hit.id)).toEqual([2, 3, 1]);
+  });
+});
+
+describe("a turn's words", () => {
+  it("leave out the envelope the model is given, the header says it once", () => {
+    expect(
+      withoutEnvelope(
+        "Time: Sat 2026-11-28 17:28:59\nSource: cli\nSender: owner\nText: my sister's flat\nis nice",
+      ),
+    ).toBe("my sister's flat\nis nice");
+    expect(
+      withoutEnvelope(
+        "Time: Sat 2026-11-28 17:28:59\nSource: telegram\nSender: Ada\nA file was received: a.pdf (application/pdf, 3 bytes), stored at x.",
+      ),
+    ).toBe("A file was received: a.pdf (application/pdf, 3 bytes), stored at x.");
+    expect(withoutEnvelope("  plain words ")).toBe("plain words");
   });
 });

@@ -98,7 +98,7 @@ async function turnChunks(
     }
     if (row.indexed) continue;
     const at = new Date(row.created_at);
-    const user = row.user_text?.trim() ?? "";
+    const user = withoutEnvelope(row.user_text ?? "");
     const answer = row.answer?.trim() ?? "";
     const header = chunkHeader(at, row.source ?? "console", row.who ?? "owner");
     chunks.push({
@@ -171,6 +171,15 @@ async function compactionChunks(db: Queryable, identity: string): Promise<Chunk[
       empty: row.summary.trim().length === 0,
     };
   });
+}
+
+/**
+ * A user message's own words: the "Time: / Source: / Sender: / Text: " lines the model is given
+ * (agent/prompt.ts) are said once by the chunk's header instead.
+ */
+export function withoutEnvelope(text: string): string {
+  const match = /^Time: [^\n]*\nSource: [^\n]*\nSender: [^\n]*(?:\nText: )?/.exec(text);
+  return (match ? text.slice(match[0].length) : text).trim();
 }
 
 /** "[2026-03-14 09:30 UTC · telegram · owner]": when, where, who. */
