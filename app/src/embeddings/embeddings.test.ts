@@ -41,7 +41,7 @@ function client(model = "fake-embed-a"): EmbeddingsClient {
 
 function worker(
   embeddings: EmbeddingsClient,
-  options: { batchSize?: number; batchesPerCycle?: number } = {},
+  options: { batchSize?: number; batchesPerCycle?: number; turnsPerPass?: number } = {},
 ) {
   return new EmbeddingsWorker({ db: testDb.db, client: embeddings, logger: silentLogger, ...options });
 }
@@ -88,6 +88,47 @@ describe("the embedding index", () => {
     // A second pass finds nothing new to send.
     await worker(embeddings).cycle();
     expect(fake.calls).toHaveLength(3);
+  });
+
+  it("indexes a turn once it is finished, past one still running, in passes over the history", async () => {
+    for (let i = 0; i < 5; i++) await turn(`early note ${i}`, "ok");
+    // The owner's turn still running: its inbox entry processing, no answer yet, just now.
+    const inbox = await testDb.db.query<{ id: number }>(
+      "INSERT INTO inbox (source, payload, status) VALUES ('telegram', '{}', 'processing') RETURNING id",
+    );
+    const open = await testDb.db.query<{ id: number }>(
+      "INSERT INTO messages (role, content, search_text, inbox_id) VALUES ('user', '{}', 'what is the weather', $1) RETURNING id",
+      [inbox.rows[0]!.id],
+    );
+    // Later turns of another conversation (a subagent's) are indexed past it.
+    const agent = await testDb.db.query<{ id: number }>(
+      "INSERT INTO agents (name) VALUES ('helper') RETURNING id",
+    );
+    for (let i = 0; i < 5; i++) await turn(`late note ${i}`, "ok", agent.rows[0]!.id);
+    const indexer = worker(client(), { turnsPerPass: 3 });
+    await indexer.cycle();
+    const indexed = async () =>
+      (
+        await testDb.db.query<{ source_id: number }>(
+          "SELECT source_id FROM embedding_chunks WHERE source = 'turn' ORDER BY source_id",
+        )
+      ).rows.map((row) => row.source_id);
+    expect(await indexed()).toHaveLength(10);
+    expect(await indexed()).not.toContain(open.rows[0]!.id);
+    await testDb.db.query(
+      "INSERT INTO messages (role, content, search_text, inbox_id) VALUES ('assistant', '{}', 'Sunny.', $1)",
+      [inbox.rows[0]!.id],
+    );
+    await testDb.db.query("UPDATE inbox SET status = 'done' WHERE id = $1", [inbox.rows[0]!.id]);
+    await indexer.cycle();
+    expect(await indexed()).toHaveLength(11);
+    const chunk = await testDb.db.query<{ content: string }>(
+      "SELECT content FROM embedding_chunks WHERE source_id = $1",
+      [open.rows[0]!.id],
+    );
+    expect(chunk.rows[0]?.content).toMatch(
+      / · telegram · owner\]\nUser: what is the weather\nAssistant: Sunny\.$/,
+    );
   });
 
   it("isolates a text the provider refuses by splitting its batch, and never stores a zero vector", async () => {

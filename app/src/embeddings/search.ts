@@ -9,6 +9,8 @@ import { liveIdentity } from "./state.js";
  * no vector index yet); older ones are still found by their words.
  */
 export const VECTOR_SEARCH_CAP = 10_000;
+/** How long a search waits for its query's vector. */
+const QUERY_TIMEOUT_MS = 15_000;
 /** Results each leg (words, meaning) brings to the fusion. */
 const LEG_RESULTS = 50;
 /** Reciprocal rank fusion's constant: a result's score is the sum over legs of 1 / (k + rank). */
@@ -108,7 +110,8 @@ export async function fusedSearch(
     note = "the index is being rebuilt for the new embedding model: this search went by words only.";
   } else {
     try {
-      const [queryVector] = await client.embed([query], "query");
+      // A search waits for the provider a short while only; then it goes by words.
+      const [queryVector] = await client.embed([query], "query", AbortSignal.timeout(QUERY_TIMEOUT_MS));
       const scope = await db.query<{ id: number; content_hash: string }>(
         `SELECT id, content_hash FROM embedding_chunks
          WHERE identity = $1 AND agent_id = $2 AND status = 'ok' ORDER BY source_at DESC, id DESC LIMIT $3`,

@@ -15,6 +15,16 @@ interface Chunk {
   empty: boolean;
 }
 
+/** What one pass over the user messages saw: where the next may start. */
+export interface TurnPass {
+  /** The oldest turn still running (a later pass must look at it again). */
+  firstOpenId: number | undefined;
+  /** The last user message looked at. */
+  lastId: number | undefined;
+  /** The pass took as many as it may: more may follow. */
+  full: boolean;
+}
+
 /** Turns looked at in one pass (the first start on a long history takes several passes). */
 const TURNS_PER_PASS = 2_000;
 /** A turn whose inbox entry never finished is indexed with what it has after this long. */
@@ -23,15 +33,20 @@ const OPEN_TURN_MINUTES = 10;
 /**
  * Brings the chunks of `identity` up to date with the tables: a row for each finished turn,
  * memory, scratchpad entry and compaction summary that has none, a changed one made pending again,
- * a removed one's row deleted. Returns how many rows were added or changed; the caller passes
- * again while that is more than 0 and it wants to catch up.
+ * a removed one's row deleted. Turns are read from `fromUserMessageId` on, at most one pass of
+ * them; the caller passes again after `lastId` while a pass is `full`.
  */
 export async function syncChunks(
   db: Queryable,
   identity: string,
-  options: { fromUserMessageId?: number } = {},
-): Promise<{ changed: number; nextUserMessageId: number }> {
-  const turns = await turnChunks(db, identity, options.fromUserMessageId ?? 0);
+  options: { fromUserMessageId?: number; turnsPerPass?: number } = {},
+): Promise<{ changed: number } & TurnPass> {
+  const turns = await turnChunks(
+    db,
+    identity,
+    options.fromUserMessageId ?? 0,
+    options.turnsPerPass ?? TURNS_PER_PASS,
+  );
   const knowledge = await knowledgeChunks(db);
   const compactions = await compactionChunks(db, identity);
   const changed = await upsertChunks(db, identity, [...turns.chunks, ...knowledge, ...compactions]);
@@ -42,20 +57,20 @@ export async function syncChunks(
   await db.query(
     `DELETE FROM embedding_chunks c WHERE c.source = 'scratchpad' AND NOT EXISTS (SELECT 1 FROM scratchpad s WHERE s.id = c.source_id)`,
   );
-  return { changed, nextUserMessageId: turns.nextUserMessageId };
+  return { changed, firstOpenId: turns.firstOpenId, lastId: turns.lastId, full: turns.full };
 }
 
 /**
  * Finished turns with no chunk yet: each user message with the assistant's words after it, up to
  * the next user message of the same conversation. A turn is finished when a later user message
- * exists, its inbox entry is done, or it is older than OPEN_TURN_MINUTES. `nextUserMessageId` is
- * where the next pass may start (the oldest turn still open, or past the last one looked at).
+ * exists, its inbox entry is done, or it is older than OPEN_TURN_MINUTES.
  */
 async function turnChunks(
   db: Queryable,
   identity: string,
   fromId: number,
-): Promise<{ chunks: Chunk[]; nextUserMessageId: number }> {
+  perPass: number,
+): Promise<{ chunks: Chunk[] } & TurnPass> {
   const rows = await db.query<{
     id: number;
     agent_id: number;
@@ -67,18 +82,23 @@ async function turnChunks(
     who: string | null;
     answer: string | null;
   }>(
+    // The next user message of the same conversation is looked up per row (messages_agent), so a
+    // pass costs its own rows however long the history after it is.
     `WITH users AS (
-       SELECT m.id, m.agent_id, m.created_at, m.search_text, m.inbox_id,
-         lead(m.id) OVER (PARTITION BY m.agent_id ORDER BY m.id) AS next_id
-       FROM messages m WHERE m.role = 'user' AND m.id >= $2
+       SELECT m.id, m.agent_id, m.created_at, m.search_text, m.inbox_id FROM messages m
+       WHERE m.role = 'user' AND m.id >= $2 ORDER BY m.id LIMIT $3
+     ), nexts AS (
+       SELECT u.*, (SELECT n.id FROM messages n WHERE n.agent_id = u.agent_id AND n.id > u.id AND n.role = 'user'
+                    ORDER BY n.id LIMIT 1) AS next_id
+       FROM users u
      ), looked AS (
-       SELECT u.*, i.source, coalesce(i.payload->>'from', CASE WHEN u.agent_id = ${MAIN_AGENT_ID} THEN 'owner' ELSE i.sender END) AS who,
+       SELECT u.*, i.source,
+         coalesce(i.payload->>'from', CASE WHEN u.agent_id = ${MAIN_AGENT_ID} THEN 'owner' ELSE i.sender END) AS who,
          (u.next_id IS NOT NULL OR i.status IN ('done', 'failed')
            OR u.created_at < now() - interval '${OPEN_TURN_MINUTES} minutes') AS closed,
          EXISTS (SELECT 1 FROM embedding_chunks c
                  WHERE c.identity = $1 AND c.source = 'turn' AND c.source_id = u.id) AS indexed
-       FROM users u LEFT JOIN inbox i ON i.id = u.inbox_id
-       ORDER BY u.id LIMIT $3
+       FROM nexts u LEFT JOIN inbox i ON i.id = u.inbox_id
      )
      SELECT l.id, l.agent_id, l.created_at, l.search_text AS user_text, l.closed, l.indexed, l.source, l.who,
        CASE WHEN l.closed AND NOT l.indexed THEN
@@ -87,7 +107,7 @@ async function turnChunks(
             AND (l.next_id IS NULL OR a.id < l.next_id) AND a.search_text IS NOT NULL)
        END AS answer
      FROM looked l ORDER BY l.id`,
-    [identity, fromId, TURNS_PER_PASS],
+    [identity, fromId, perPass],
   );
   const chunks: Chunk[] = [];
   let next: number | undefined;
@@ -110,11 +130,11 @@ async function turnChunks(
       empty: user.length === 0 && answer.length === 0,
     });
   }
-  const last = rows.rows.at(-1);
-  const full = rows.rows.length === TURNS_PER_PASS;
   return {
     chunks,
-    nextUserMessageId: next ?? (last ? (full ? last.id + 1 : last.id) : fromId),
+    firstOpenId: next,
+    lastId: rows.rows.at(-1)?.id,
+    full: rows.rows.length === perPass,
   };
 }
 

@@ -54,6 +54,8 @@ export class EmbeddingsWorker {
       logger: Logger;
       intervalMs?: number;
       batchSize?: number;
+      /** User messages looked at in one pass of the sync (tests make it small). */
+      turnsPerPass?: number;
       /** Batches embedded in one cycle at most, so a first build shares the machine. */
       batchesPerCycle?: number;
     },
@@ -97,12 +99,20 @@ export class EmbeddingsWorker {
       );
       this.swept = true;
     }
+    // The history in passes; the next cycle starts at the oldest turn still running, else after
+    // the last one seen.
+    let cursor = this.nextUserMessageId;
+    let firstOpen: number | undefined;
     for (;;) {
-      const synced = await syncChunks(db, identity, { fromUserMessageId: this.nextUserMessageId });
-      const moved = synced.nextUserMessageId !== this.nextUserMessageId;
-      this.nextUserMessageId = synced.nextUserMessageId;
-      if (!moved || this.stopped) break;
+      const synced = await syncChunks(db, identity, {
+        fromUserMessageId: cursor,
+        ...(this.deps.turnsPerPass !== undefined ? { turnsPerPass: this.deps.turnsPerPass } : {}),
+      });
+      firstOpen ??= synced.firstOpenId;
+      if (synced.lastId !== undefined) cursor = synced.lastId + 1;
+      if (!synced.full || this.stopped) break;
     }
+    this.nextUserMessageId = firstOpen ?? cursor;
     if (Date.now() >= this.pausedUntil) {
       const perCycle = this.deps.batchesPerCycle ?? 50;
       for (let batch = 0; batch < perCycle && !this.stopped; batch++) {
