@@ -247,6 +247,19 @@ describe("the embedding index", () => {
     expect(after.hits[0]?.content).toContain("my sister's flat is in Thessaloniki");
   });
 
+  it("a rebuild given up (the model changed back) leaves no rows behind", async () => {
+    for (let i = 0; i < 4; i++) await turn(`the garden note ${i}`, "ok");
+    const first = client("fake-embed-a");
+    await worker(first).cycle();
+    const second = client("fake-embed-b");
+    await worker(second, { batchSize: 1, batchesPerCycle: 1 }).cycle();
+    expect(await statuses(second.identity)).toEqual({ ok: 1, pending: 3 });
+    await worker(first).cycle();
+    expect(await liveIdentity(testDb.db)).toBe(first.identity);
+    expect(await statuses(second.identity)).toEqual({});
+    expect(await statuses()).toEqual({ ok: 4 });
+  });
+
   it("a worker stopped during a call leaves its rows waiting; the next one finishes them, once each", async () => {
     for (let i = 0; i < 20; i++) await turn(`garden note ${i}`, "ok");
     fake.setDelay(2_000);

@@ -92,6 +92,10 @@ export class EmbeddingsWorker {
     if (live === undefined || (live !== identity && !(await hasRows(db, live)))) {
       await setLiveIdentity(db, identity);
     }
+    if ((await liveIdentity(db)) === identity) {
+      // A rebuild given up (the model changed back before it finished) leaves no rows behind.
+      await db.query("DELETE FROM embedding_chunks WHERE identity <> $1", [identity]);
+    }
     if (!this.swept) {
       // Turns whose messages are gone (a subagent removed) leave no chunk; checked once a start.
       await db.query(
