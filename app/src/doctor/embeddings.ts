@@ -10,7 +10,8 @@ import type { Check } from "./checks.js";
  * what setting it adds.
  */
 export async function embeddingsCheck(
-  deps: { client: EmbeddingsClient; progress: () => Promise<IndexProgress> } | undefined,
+  /** Without `progress` (the app not running), the call only. */
+  deps: { client: EmbeddingsClient; progress?: () => Promise<IndexProgress> } | undefined,
 ): Promise<Check> {
   const name = "embeddings";
   if (!deps)
@@ -35,6 +36,9 @@ export async function embeddingsCheck(
         : "The provider may be busy or down; indexing retries by itself. Run npm run doctor again later.",
     };
   }
+  const answered = `${deps.client.identity}, ${dimensions} dimensions answered`;
+  if (!deps.progress)
+    return { name, state: "ok", detail: `${answered}; the index is kept by the running app.` };
   const progress = await deps.progress();
   const rebuilding =
     progress.live !== undefined && progress.live !== progress.identity ? " (rebuilding for a new model)" : "";
@@ -42,7 +46,7 @@ export async function embeddingsCheck(
     name,
     state: progress.problem ? "warn" : "ok",
     detail:
-      `${deps.client.identity}, ${dimensions} dimensions answered; index${rebuilding}: ${progress.ok} indexed, ` +
+      `${answered}; index${rebuilding}: ${progress.ok} indexed, ` +
       `${progress.waiting} waiting, ${progress.rejected} refused. Vectors are compared exactly in the app ` +
       `(no pgvector), over the newest ${VECTOR_SEARCH_CAP.toLocaleString("en")} chunks of a conversation.`,
     ...(progress.problem ? { fix: `Indexing stopped: ${progress.problem}` } : {}),
