@@ -263,7 +263,13 @@ describe("the embedding index", () => {
   it("a worker stopped during a call leaves its rows waiting; the next one finishes them, once each", async () => {
     for (let i = 0; i < 20; i++) await turn(`garden note ${i}`, "ok");
     fake.setDelay(2_000);
-    const stopped = worker(client(), { batchSize: 8 });
+    const stopped = new EmbeddingsWorker({
+      db: testDb.db,
+      client: client(),
+      logger: silentLogger,
+      batchSize: 8,
+      intervalMs: 50,
+    });
     stopped.start();
     await expect.poll(() => fake.calls.length, { timeout: 10_000 }).toBeGreaterThan(0);
     await stopped.stop();

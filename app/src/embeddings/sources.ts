@@ -34,12 +34,13 @@ const OPEN_TURN_MINUTES = 10;
  * Brings the chunks of `identity` up to date with the tables: a row for each finished turn,
  * memory, scratchpad entry and compaction summary that has none, a changed one made pending again,
  * a removed one's row deleted. Turns are read from `fromUserMessageId` on, at most one pass of
- * them; the caller passes again after `lastId` while a pass is `full`.
+ * them; the caller passes again after `lastId` while a pass is `full` (`turnsOnly`: the rest is
+ * done).
  */
 export async function syncChunks(
   db: Queryable,
   identity: string,
-  options: { fromUserMessageId?: number; turnsPerPass?: number } = {},
+  options: { fromUserMessageId?: number; turnsPerPass?: number; turnsOnly?: boolean } = {},
 ): Promise<{ changed: number } & TurnPass> {
   const turns = await turnChunks(
     db,
@@ -47,6 +48,10 @@ export async function syncChunks(
     options.fromUserMessageId ?? 0,
     options.turnsPerPass ?? TURNS_PER_PASS,
   );
+  if (options.turnsOnly) {
+    const changed = await upsertChunks(db, identity, turns.chunks);
+    return { changed, firstOpenId: turns.firstOpenId, lastId: turns.lastId, full: turns.full };
+  }
   const knowledge = await knowledgeChunks(db);
   const compactions = await compactionChunks(db, identity);
   const changed = await upsertChunks(db, identity, [...turns.chunks, ...knowledge, ...compactions]);

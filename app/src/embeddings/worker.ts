@@ -74,7 +74,8 @@ export class EmbeddingsWorker {
           if (!this.stopped) this.timer = setTimeout(tick, this.deps.intervalMs ?? 10_000);
         });
     };
-    this.timer = setTimeout(tick, 0);
+    // The first pass an interval after the start: the first turns come first.
+    this.timer = setTimeout(tick, this.deps.intervalMs ?? 10_000);
   }
 
   async stop(): Promise<void> {
@@ -110,6 +111,7 @@ export class EmbeddingsWorker {
     for (;;) {
       const synced = await syncChunks(db, identity, {
         fromUserMessageId: cursor,
+        turnsOnly: cursor !== this.nextUserMessageId,
         ...(this.deps.turnsPerPass !== undefined ? { turnsPerPass: this.deps.turnsPerPass } : {}),
       });
       firstOpen ??= synced.firstOpenId;
