@@ -4,7 +4,7 @@ import { startFakeEmbeddings, type FakeEmbeddings } from "@stavrobot/common/test
 import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
 import { createDbSearchTool } from "../tools/db-search.js";
 import { createEmbeddingsClient, type EmbeddingsClient } from "./client.js";
-import { fusedSearch, VectorCache } from "./search.js";
+import { fusedSearch, VectorCache, type FusedResult } from "./search.js";
 import { liveIdentity } from "./state.js";
 import { EmbeddingsWorker } from "./worker.js";
 
@@ -68,8 +68,15 @@ async function statuses(identity?: string): Promise<Record<string, number>> {
   return Object.fromEntries(rows.rows.map((row) => [row.status, row.n]));
 }
 
-async function search(embeddings: EmbeddingsClient, query: string, agentId = 1) {
-  return fusedSearch({ db: testDb.db, client: embeddings, cache: new VectorCache() }, query, agentId, 10);
+async function search(embeddings: EmbeddingsClient, query: string, agentId = 1): Promise<FusedResult> {
+  const result = await fusedSearch(
+    { db: testDb.db, client: embeddings, cache: new VectorCache() },
+    query,
+    agentId,
+    10,
+  );
+  if (!result) throw new Error("the index has had no pass yet");
+  return result;
 }
 
 describe("the embedding index", () => {
@@ -195,6 +202,18 @@ describe("the embedding index", () => {
     const byWord = JSON.stringify((await withMeaning.execute("2", { query: "Thessaloniki" })).content);
     expect(byWord).toContain(`[turn ${id}]`);
     expect(byWord).not.toContain("Table: embedding_chunks");
+  });
+
+  it("before the index's first pass, db_search finds the messages by their words as without embeddings", async () => {
+    const id = await turn("my sister's flat is in Thessaloniki", "Noted.");
+    const tool = createDbSearchTool({
+      db: testDb.db,
+      semantic: (query, agentId, limit) =>
+        fusedSearch({ db: testDb.db, client: client(), cache: new VectorCache() }, query, agentId, limit),
+    });
+    const found = JSON.stringify((await tool.execute("1", { query: "Thessaloniki" })).content);
+    expect(found).toContain(`[id:${id}]`);
+    expect(fake.calls).toHaveLength(0);
   });
 
   it("a subagent finds only its own conversation, and the owner's agent only the owner's", async () => {

@@ -82,17 +82,18 @@ const ANY_WORD_QUERY =
 /**
  * db_search's search when embeddings are configured: full text (any word, stemmed) and vectors
  * over the live identity's chunks of one conversation, fused by reciprocal rank (k = 60), then
- * diversified by MMR, the newer first where scores tie.
+ * diversified by MMR, the newer first where scores tie. Undefined before the index's first pass
+ * (the caller searches the messages by their words, as without embeddings).
  */
 export async function fusedSearch(
   deps: { db: Queryable; client: EmbeddingsClient; cache: VectorCache },
   query: string,
   agentId: number,
   limit: number,
-): Promise<FusedResult> {
+): Promise<FusedResult | undefined> {
   const { db, client, cache } = deps;
   const live = await liveIdentity(db);
-  if (live === undefined) return { hits: [], note: "the search index is still being built." };
+  if (live === undefined) return undefined;
   const words = await db.query<Candidate & { rank: number }>(
     `SELECT id, source, source_id, source_at, content, content_hash,
        ts_rank(to_tsvector('english', content), ${ANY_WORD_QUERY}) AS rank

@@ -8,7 +8,7 @@ import { EmbeddingsWorker, type IndexProgress } from "./worker.js";
 export interface EmbeddingsWing {
   client: EmbeddingsClient;
   worker: EmbeddingsWorker;
-  search(query: string, agentId: number, limit: number): Promise<FusedResult>;
+  search(query: string, agentId: number, limit: number): Promise<FusedResult | undefined>;
   progress(): Promise<IndexProgress>;
 }
 

@@ -46,9 +46,10 @@ export interface DbSearchDeps {
   currentAgentId?: () => number;
   /**
    * With `[embeddings]` configured: turns, memories, scratchpad entries and summaries found by
-   * words and by meaning, fused (embeddings/search.ts). Without it, full text as before.
+   * words and by meaning, fused (embeddings/search.ts); undefined before the index's first pass.
+   * Without it, full text as before.
    */
-  semantic?: (query: string, agentId: number, limit: number) => Promise<FusedResult>;
+  semantic?: (query: string, agentId: number, limit: number) => Promise<FusedResult | undefined>;
 }
 
 export function createDbSearchTool(deps: DbSearchDeps): AgentTool<typeof parameters> {
@@ -67,11 +68,12 @@ export function createDbSearchTool(deps: DbSearchDeps): AgentTool<typeof paramet
       const parts: string[] = [];
       let tableRows = 0;
       const agentId = deps.currentAgentId?.() ?? MAIN_AGENT_ID;
+      const fused = await deps.semantic?.(query, agentId, limit);
       // Memories and the scratchpad are in the fused results when searching by meaning.
       const tables =
         agentId === MAIN_AGENT_ID
           ? (await searchableTables(db)).filter(
-              (table) => !deps.semantic || !["memories", "scratchpad"].includes(table.name),
+              (table) => !fused || !["memories", "scratchpad"].includes(table.name),
             )
           : [];
       for (const table of tables) {
@@ -91,8 +93,7 @@ export function createDbSearchTool(deps: DbSearchDeps): AgentTool<typeof paramet
           `Table: ${table.name} (${result.rows.length} match(es))\n${encode({ rows: result.rows.map(plain) })}`,
         );
       }
-      if (deps.semantic) {
-        const fused = await deps.semantic(query, agentId, limit);
+      if (fused) {
         if (fused.hits.length > 0) {
           const lines = fused.hits.map(
             (hit) =>
