@@ -36,6 +36,8 @@ import { wireSiblings } from "./local/wiring.js";
 import { createTranscriber } from "./media/stt.js";
 import { wireModel } from "./model/wiring.js";
 import { providerCheck } from "./doctor/provider.js";
+import { embeddingsCheck } from "./doctor/embeddings.js";
+import { wireEmbeddings } from "./embeddings/wiring.js";
 import { PluginDetailCache } from "./plugins/detail-cache.js";
 import type { ConversationStore } from "./agent/conversation.js";
 import { CurrentTurn } from "./queue/current-turn.js";
@@ -165,6 +167,14 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         return identifier ? [{ service, identifier }] : [];
       }),
     });
+    // Search by meaning ([embeddings]): its index is kept in the background once the app listens.
+    const embeddings = wireEmbeddings({
+      config,
+      db,
+      logger: logger.child("embeddings"),
+      intervalMs: settings.EMBEDDINGS_INTERVAL_SECONDS * 1000,
+    });
+    if (embeddings) cleanup.add(() => embeddings.worker.stop());
     // One agent's message to another is saved in the inbox for it; the queue is made below.
     const late: { queue?: MessageQueue } = {};
     const tools = wireTools({
@@ -190,6 +200,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       modelPost: model.client.post,
       usage,
       currentTurn,
+      ...(embeddings ? { semantic: embeddings.search } : {}),
     });
     const login = wireLogin({ model, publicHostname, channels, logger });
     cleanup.add(() => login.close());
@@ -312,6 +323,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
             notConfigured: model.notConfigured,
             configPath: paths.configPath,
           }),
+        embeddings: () => embeddingsCheck(embeddings),
       },
       logger: logger.child("http"),
     });
@@ -371,6 +383,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     cleanup.add(() => live.close());
     options.instanceLock?.update({ port, internalPort, internalHost });
     channels.worker.start();
+    embeddings?.worker.start();
     if (backups && settings.BACKUP_INTERVAL_SECONDS > 0) {
       void backups.start().catch((error: unknown) => {
         logger.error("could not schedule backups", { error: errorMessage(error) });

@@ -7,6 +7,7 @@ import { basicAuthHeader, silentLogger } from "@stavrobot/common";
 import {
   FAKE_TELEGRAM_TOKEN,
   startFakeAnthropic,
+  startFakeEmbeddings,
   startFakeTelegram,
   type FakeLlmServer,
   type FakeTelegram,
@@ -123,6 +124,11 @@ describe("GET /health?deep=1", () => {
     expect(byName(checked, "backups")).toMatchObject({ state: "warn" });
     // Signal is not configured: no line for it.
     expect(byName(checked, "signal")).toBeUndefined();
+    // Embeddings are not configured: what setting them adds.
+    expect(byName(checked, "embeddings")).toMatchObject({ state: "ok" });
+    expect(byName(checked, "embeddings")?.detail).toMatch(
+      /^not configured: db_search finds the words used\. Add \[embeddings\] to config\.toml .*finds what was meant/,
+    );
   });
 
   it("fails Telegram when its webhook is not this assistant's, saying what to set", async () => {
@@ -159,8 +165,33 @@ describe("npm run doctor", () => {
       expect(result.stdout).toContain("→ Start it with npm start");
       expect(result.stdout).toMatch(/^(ok|warn) +disk\b/m);
       expect(result.stdout).toMatch(/^warn +backups +no backup in /m);
+      expect(result.stdout).toMatch(/^ok +embeddings +not configured: db_search finds the words used\./m);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("checks [embeddings] with one small call while the app is not running, naming a refused key", async () => {
+    const embeddings = await startFakeEmbeddings({ apiKey: "sk-embed" });
+    const dir = mkdtempSync(join(tmpdir(), "stavrobot-doctor-"));
+    try {
+      mkdirSync(join(dir, "main"));
+      const section = (key: string) =>
+        `[embeddings]\nbaseUrl = "${embeddings.url}"\napiKey = "${key}"\nmodel = "fake-embed"\ndimensions = 24\n`;
+      const env = { DATA_DIR: dir, CONFIG_PATH: join(dir, "main", "config.toml") };
+      writeFileSync(env.CONFIG_PATH, configFor(fake, "anthropic", section("sk-embed")));
+      const working = await doctor(env);
+      expect(working.stdout).toMatch(
+        /^ok +embeddings +127\.0\.0\.1:\d+:fake-embed:24, 24 dimensions answered; the index is kept by the running app\.$/m,
+      );
+      expect(embeddings.inputs()).toEqual(["doctor"]);
+      writeFileSync(env.CONFIG_PATH, configFor(fake, "anthropic", section("sk-wrong")));
+      const refused = await doctor(env);
+      expect(refused.stdout).toMatch(/^FAIL +embeddings +.*refused the key \(HTTP 401/m);
+      expect(refused.stdout).toContain("→ Correct [embeddings] in config.toml and restart");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await embeddings.close();
     }
   });
 

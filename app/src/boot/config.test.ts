@@ -194,6 +194,30 @@ describe("loadConfig", () => {
     );
   });
 
+  it("[embeddings] takes an OpenAI-compatible endpoint and model; what is wrong is named", () => {
+    const embeddings = load(
+      `${MINIMAL}[embeddings]\nbaseUrl = "http://localhost:11434/v1"\nmodel = "nomic-embed-text"\nqueryPrefix = "search_query: "\n`,
+    ).embeddings;
+    expect(embeddings).toEqual({
+      baseUrl: "http://localhost:11434/v1",
+      model: "nomic-embed-text",
+      queryPrefix: "search_query: ",
+      documentPrefix: "",
+    });
+    expect(loadError(`${MINIMAL}[embeddings]\nbaseUrl = "https://api.openai.com/v1"\n`)).toContain(
+      'key "embeddings.model" is missing',
+    );
+    expect(loadError(`${MINIMAL}[embeddings]\nbaseUrl = "ftp://x.example"\nmodel = "m"\n`)).toMatch(
+      /embeddings\.baseUrl.*must be an http\(s\):\/\/ URL/,
+    );
+    expect(
+      loadError(`${MINIMAL}[embeddings]\nbaseUrl = "https://a.example/v1"\nmodel = "m"\ndimensions = 0\n`),
+    ).toContain('key "embeddings.dimensions"');
+    expect(
+      loadError(`${MINIMAL}[embeddings]\nbaseUrl = "https://a.example/v1"\nmodel = "m"\ndimension = 256\n`),
+    ).toContain('did you mean "dimensions"?');
+  });
+
   it("[pages] takes origins, and page paths as manage_pages names them", () => {
     const pages = load(
       `${MINIMAL}[pages]\nscriptHosts = ["https://cdn.jsdelivr.net"]\n[pages.connectHosts]\n"trips/2026" = ["https://api.example.com:8443"]\n`,
@@ -423,6 +447,7 @@ describe("config.example.toml documents every key", () => {
         "plugins",
         "coder",
         "cost",
+        "embeddings",
         "owner",
         "queue",
         "signal",

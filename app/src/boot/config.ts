@@ -25,6 +25,28 @@ const anthropicHelper = z.strictObject({
   baseUrl: z.url().optional(),
 });
 
+/**
+ * Any server speaking OpenAI's `POST /embeddings` (OpenAI, Gemini's and Mistral's compatible
+ * endpoints, Voyage, Ollama, LM Studio, llama.cpp, vLLM): db_search then finds what was meant.
+ */
+const embeddingsSchema = z.strictObject({
+  baseUrl: z
+    .url()
+    .refine(
+      (value) => /^https?:\/\//.test(value),
+      "must be an http(s):// URL, e.g. https://api.openai.com/v1",
+    ),
+  /** Local servers (Ollama, llama.cpp) need none. */
+  apiKey: z.string().min(1).optional(),
+  model: z.string().min(1, "must name the embedding model, e.g. text-embedding-3-small"),
+  /** For models that can shorten their vectors (text-embedding-3-*, Gemini, Voyage). */
+  dimensions: z.number().int().min(1).max(8192, "must be at most 8192").optional(),
+  /** Put before a search's words (some models want e.g. "search_query: "). */
+  queryPrefix: z.string().default(""),
+  /** Put before each indexed text (e.g. "search_document: "). */
+  documentPrefix: z.string().default(""),
+});
+
 /** US dollars per million tokens of one kind. */
 const pricePerMillion = z.number().min(0, "must be US dollars per million tokens, 0 or more").optional();
 
@@ -152,6 +174,7 @@ export const configSchema = z
           .default({}),
       })
       .optional(),
+    embeddings: embeddingsSchema.optional(),
     /** The owner's MCP servers, handed to the plugin-runner (see boot/mcp-servers.ts). */
     mcpServers: mcpServersSchema.optional(),
   })
@@ -180,6 +203,7 @@ export const configSchema = z
   });
 
 export type AppConfig = z.infer<typeof configSchema>;
+export type EmbeddingsConfig = z.infer<typeof embeddingsSchema>;
 
 /**
  * config.toml as the app reads it at start: checked, with `${VAR}` in `[mcpServers]` expanded

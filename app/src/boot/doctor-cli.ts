@@ -7,7 +7,9 @@
  */
 import { basicAuthHeader, errorMessage } from "@stavrobot/common";
 import { backupCheck, diskCheck, summarise, type Check, type Checked } from "../doctor/checks.js";
-import { loadConfig } from "./config.js";
+import { embeddingsCheck } from "../doctor/embeddings.js";
+import { createEmbeddingsClient } from "../embeddings/client.js";
+import { loadConfig, type AppConfig } from "./config.js";
 import { parseAppEnv } from "./env.js";
 import { runningInstance } from "./instance-lock.js";
 import { resolvePaths } from "./paths.js";
@@ -18,9 +20,11 @@ async function main(): Promise<number> {
   const settings = parseAppEnv(process.env);
   const paths = resolvePaths(settings);
   let password: string | undefined;
+  let config: Readonly<AppConfig> | undefined;
   const configCheck: Check = (() => {
     try {
-      password = loadConfig(paths.configPath).password;
+      config = loadConfig(paths.configPath);
+      password = config.password;
       return { name: "config", state: "ok", detail: paths.configPath } satisfies Check;
     } catch (error) {
       const missing = (error as { message?: string }).message?.includes("ENOENT") === true;
@@ -57,6 +61,13 @@ async function main(): Promise<number> {
         };
     checked = summarise([
       absent,
+      ...(config
+        ? [
+            await embeddingsCheck(
+              config.embeddings ? { client: createEmbeddingsClient(config.embeddings) } : undefined,
+            ),
+          ]
+        : []),
       await diskCheck(paths.dataDir),
       await backupCheck(paths.backupDir, settings.BACKUP_INTERVAL_SECONDS),
     ]);

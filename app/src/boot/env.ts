@@ -26,6 +26,8 @@ export const appEnvSchema = z.object({
   BACKUP_DIR: z.string().min(1).optional(),
   /** Time between the embedded database's backups by the running app; 0: none (as pg-backup's). */
   BACKUP_INTERVAL_SECONDS: z.coerce.number().int().min(0).default(86_400),
+  /** Time between the embedding index's passes (with `[embeddings]`). */
+  EMBEDDINGS_INTERVAL_SECONDS: z.coerce.number().min(0.1).max(3600).default(10),
   /** Where prepared embedded databases are kept (read by db/database.ts; default in node_modules' cache). */
   PGLITE_TEMPLATE_DIR: z.string().min(1).optional(),
 });

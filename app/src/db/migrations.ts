@@ -312,6 +312,39 @@ export const migrations: readonly Migration[] = [
         CHECK (status IN ('pending', 'sent', 'failed', 'withdrawn'));
     `,
   },
+  {
+    version: 10,
+    name: "embedding chunks for search by meaning",
+    sql: `
+      -- What db_search finds by meaning: a turn (a user message and its answer), a memory, a
+      -- scratchpad entry or a compaction summary, as text with a short header, and its vector
+      -- under one identity (provider:model:dimensions). Vectors of two identities are never
+      -- compared; a new identity's rows are built beside the old ones, then replace them.
+      -- status: pending (waiting), ok (embedding set), empty (no text to embed), rejected (the
+      -- provider refused it; last_error says why). A row is never given a zero vector.
+      CREATE TABLE embedding_chunks (
+        id SERIAL PRIMARY KEY,
+        identity TEXT NOT NULL,
+        source TEXT NOT NULL CHECK (source IN ('turn', 'memory', 'scratchpad', 'compaction')),
+        source_id INTEGER NOT NULL,
+        agent_id INTEGER NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
+        source_at TIMESTAMPTZ NOT NULL,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'ok', 'empty', 'rejected')),
+        embedding REAL[],
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        last_error TEXT,
+        embedded_at TIMESTAMPTZ,
+        UNIQUE (identity, source, source_id),
+        CHECK ((status = 'ok') = (embedding IS NOT NULL))
+      );
+      CREATE INDEX embedding_chunks_due ON embedding_chunks (identity, next_attempt_at, id) WHERE status = 'pending';
+      CREATE INDEX embedding_chunks_scope ON embedding_chunks (identity, agent_id, source_at DESC) WHERE status = 'ok';
+      CREATE INDEX embedding_chunks_search ON embedding_chunks USING gin (to_tsvector('english', content));
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

@@ -13,6 +13,8 @@ export interface AppCheckDeps {
   /** The home page's status: siblings' health and each configured channel's state. */
   status: () => Promise<AppStatus>;
   provider: () => Promise<Check>;
+  /** `[embeddings]`: one small call when configured, what it adds when not. */
+  embeddings?: () => Promise<Check>;
   /** Why config.toml's last change could not be used for the MCP servers (while it cannot). */
   mcpConfigProblem?: () => string | undefined;
   /** The configured channels' checks, read from their parts of the status. */
@@ -24,10 +26,11 @@ export interface AppCheckDeps {
  * sandbox it runs, the provider and its key, each configured channel, disk space, backups.
  */
 export async function appChecks(deps: AppCheckDeps): Promise<Checked> {
-  const [database, status, provider, disk, backups] = await Promise.all([
+  const [database, status, provider, embeddings, disk, backups] = await Promise.all([
     databaseCheck(deps),
     deps.status(),
     deps.provider(),
+    deps.embeddings?.(),
     diskCheck(deps.dataDir),
     backupCheck(deps.backupDir, deps.backupIntervalSeconds),
   ]);
@@ -64,6 +67,7 @@ export async function appChecks(deps: AppCheckDeps): Promise<Checked> {
     ),
     ...mcpConfigChecks(deps.mcpConfigProblem?.()),
     provider,
+    ...(embeddings ? [embeddings] : []),
     ...deps.channelChecks(status.channels),
     disk,
     backups,

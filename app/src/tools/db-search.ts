@@ -3,6 +3,7 @@ import { Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
 import type { Queryable } from "../db/database.js";
 import { MAIN_AGENT_ID } from "../db/messages.js";
+import type { FusedResult } from "../embeddings/search.js";
 import { RESULT_LIMIT_BYTES, capText, textResult } from "./result.js";
 
 const parameters = Type.Object({
@@ -25,6 +26,7 @@ const INTERNAL_TABLES = new Set([
   "interlocutors",
   "interlocutor_identities",
   "notifications",
+  "embedding_chunks",
 ]);
 const MAX_TABLE_ROWS = 5;
 const SNIPPET_CHARS = 300;
@@ -35,19 +37,29 @@ const SNIPPET_CHARS = 300;
  * the owner keep (memories, scratchpad, anything made with execute_sql). The messages search uses
  * the `messages_search` GIN index, so it stays fast with a million stored messages.
  */
-export function createDbSearchTool(deps: {
+export interface DbSearchDeps {
   db: Queryable;
   /**
    * The agent whose turn runs: each agent searches its own conversation, and only the main agent
    * (the owner's) searches the tables, which hold the owner's memories and data.
    */
   currentAgentId?: () => number;
-}): AgentTool<typeof parameters> {
+  /**
+   * With `[embeddings]` configured: turns, memories, scratchpad entries and summaries found by
+   * words and by meaning, fused (embeddings/search.ts); undefined before the index's first pass.
+   * Without it, full text as before.
+   */
+  semantic?: (query: string, agentId: number, limit: number) => Promise<FusedResult | undefined>;
+}
+
+export function createDbSearchTool(deps: DbSearchDeps): AgentTool<typeof parameters> {
   const { db } = deps;
   return {
     name: "db_search",
     label: "Search",
-    description: "Full-text search over the whole conversation history and your tables.",
+    description: deps.semantic
+      ? "Search by words and by meaning over the whole conversation history (each turn: what was said and the answer), your memories, scratchpad and earlier summaries, and your tables."
+      : "Full-text search over the whole conversation history and your tables.",
     parameters,
     async execute(_id, params) {
       const query = params.query.trim();
@@ -56,7 +68,14 @@ export function createDbSearchTool(deps: {
       const parts: string[] = [];
       let tableRows = 0;
       const agentId = deps.currentAgentId?.() ?? MAIN_AGENT_ID;
-      const tables = agentId === MAIN_AGENT_ID ? await searchableTables(db) : [];
+      const fused = await deps.semantic?.(query, agentId, limit);
+      // Memories and the scratchpad are in the fused results when searching by meaning.
+      const tables =
+        agentId === MAIN_AGENT_ID
+          ? (await searchableTables(db)).filter(
+              (table) => !fused || !["memories", "scratchpad"].includes(table.name),
+            )
+          : [];
       for (const table of tables) {
         if (tableRows >= MAX_TABLE_ROWS) break;
         const document = table.columns
@@ -73,6 +92,19 @@ export function createDbSearchTool(deps: {
         parts.push(
           `Table: ${table.name} (${result.rows.length} match(es))\n${encode({ rows: result.rows.map(plain) })}`,
         );
+      }
+      if (fused) {
+        if (fused.hits.length > 0) {
+          const lines = fused.hits.map(
+            (hit) =>
+              `[${hit.source} ${hit.sourceId}] ${headerOf(hit.content) ?? `[${hit.at.toISOString()}]`} ${snippet(withoutHeader(hit.content), query)}`,
+          );
+          parts.push(`Found (${fused.hits.length}, best first):\n${lines.join("\n")}`);
+        }
+        if (fused.note) parts.push(`Note: ${fused.note}`);
+        if (parts.length === 0 || (parts.length === 1 && fused.note))
+          return textResult(`No results found for "${query}".${fused.note ? ` Note: ${fused.note}` : ""}`);
+        return textResult(capText(parts.join("\n\n"), RESULT_LIMIT_BYTES, "Search for something narrower."));
       }
       const messages = await db.query<{
         id: number;
@@ -129,6 +161,17 @@ async function searchableTables(
 
 function quote(identifier: string): string {
   return `"${identifier.replaceAll('"', '""')}"`;
+}
+
+/** A chunk's first line: "[date · channel · who]". */
+function headerOf(content: string): string | undefined {
+  const first = content.split("\n", 1)[0] ?? "";
+  return first.startsWith("[") && first.endsWith("]") ? first : undefined;
+}
+
+/** A chunk's text after its header. */
+function withoutHeader(content: string): string {
+  return headerOf(content) ? content.slice(content.indexOf("\n") + 1) : content;
 }
 
 /** A window of the text around the first word of the query that appears in it. */

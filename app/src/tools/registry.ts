@@ -4,7 +4,7 @@ import type { Database } from "../db/database.js";
 import type { FileAreas } from "../files/areas.js";
 import type { PluginDetailCache } from "../plugins/detail-cache.js";
 import type { ManageCronDeps } from "./manage-cron.js";
-import { createDbSearchTool } from "./db-search.js";
+import { createDbSearchTool, type DbSearchDeps } from "./db-search.js";
 import { createExecuteSqlTool } from "./execute-sql.js";
 import { createManageCronTool } from "./manage-cron.js";
 import { createManageFilesTool } from "./manage-files.js";
@@ -48,6 +48,8 @@ export interface ToolContext {
   modelPost: JsonPost;
   /** Budget checks and usage records for tools that call a model of their own. */
   modelCallMeter?: (kind: "web_search" | "web_fetch") => ModelCallMeter;
+  /** db_search's search by meaning (with `[embeddings]`). */
+  semantic?: DbSearchDeps["semantic"];
   /** The owner's identity per channel (from `[owner]`). */
   ownerIds: { telegram?: string | undefined; signal?: string | undefined };
 }
@@ -91,7 +93,11 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
   const tools: AnyAgentTool[] = [
     createExecuteSqlTool({ db }),
     createManageKnowledgeTool({ db }),
-    createDbSearchTool({ db, currentAgentId: ctx.messaging.currentAgentId }),
+    createDbSearchTool({
+      db,
+      currentAgentId: ctx.messaging.currentAgentId,
+      ...(ctx.semantic ? { semantic: ctx.semantic } : {}),
+    }),
     createManageCronTool({ db, timezone: ctx.timezone, scheduler: ctx.scheduler }),
     createManagePagesTool({ db, publicHostname: ctx.publicHostname }),
     createManageFilesTool({ areas }),

@@ -44,6 +44,8 @@ export function wireTools(options: {
   currentTurn: CurrentTurn;
   /** How one agent's message reaches another: saved in the inbox for it (the queue, wired later). */
   enqueueAgentMessage: SendAgentMessageDeps["enqueue"];
+  /** db_search's search by meaning (with `[embeddings]`). */
+  semantic?: ToolContext["semantic"];
 }): ToolSets {
   const { config, channels, siblings, currentTurn } = options;
   const context: ToolContext = {
@@ -70,6 +72,7 @@ export function wireTools(options: {
       db: options.db,
     },
     enqueueAgentMessage: options.enqueueAgentMessage,
+    ...(options.semantic ? { semantic: options.semantic } : {}),
   };
   const main = buildTools(context);
   const subagents = new Map<number, AnyAgentTool[]>();

@@ -10,3 +10,4 @@ export * from "./service-process.js";
 export * from "./fixtures.js";
 export * from "./json-request.js";
 export * from "./file-server.js";
+export * from "./fake-embeddings.js";
