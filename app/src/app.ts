@@ -381,7 +381,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     cleanup.add(() => closeServer(internal));
     // Open event streams end first, so closing the external server does not wait for them.
     cleanup.add(() => live.close());
-    options.instanceLock?.update({ port, internalPort, internalHost });
+    options.instanceLock?.update({ port, host, internalPort, internalHost });
     channels.worker.start();
     embeddings?.worker.start();
     if (backups && settings.BACKUP_INTERVAL_SECONDS > 0) {

@@ -12,15 +12,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import { checkBasicPassword } from "@stavrobot/common";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import {
   freePort,
   startFakeApp,
   textTurn,
+  toolTurn,
   type FakeApp,
   type FakeAppReply,
 } from "@stavrobot/common/test-support";
 import { runClient } from "../src/cli/client.js";
-import { PASSWORD as APP_PASSWORD, useTestApp, handOver } from "./helpers/app.js";
+import { HELP_TEXT, NEW_TEXT } from "../src/cli/commands.js";
+import { PASSWORD as APP_PASSWORD, configFor, useTestApp, handOver } from "./helpers/app.js";
 import { REPO_ROOT, asProcess, type Session } from "./helpers/cli.js";
 
 const PASSWORD = "cli-test-password";
@@ -167,12 +170,46 @@ describe("CLI client (runClient) against the fake app", () => {
     expect(r.stdout).toBe("");
   });
 
-  it("an unreachable URL exits 3 with 'Cannot reach'", async () => {
+  it("an unreachable URL exits 3 with 'Cannot reach', saying nothing was sent", async () => {
     const target = `http://127.0.0.1:${await freePort()}`;
     const r = await run(["-m", "hi"], { ...env(), STAVROBOT_URL: target });
     expect(r.code).toBe(3);
-    expect(r.stderr).toContain(`Cannot reach ${target}`);
-    expect(r.stderr).toContain("ECONNREFUSED");
+    expect(r.stderr).toBe(`Cannot reach ${target} (ECONNREFUSED): nothing was sent. Check STAVROBOT_URL.\n`);
+  });
+
+  it("a lock left by an app that is gone is not followed: PORT is", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "stavrobot-stale-lock-"));
+    try {
+      // This process's pid, but not this process: it started at another time (the pid was reused).
+      const stale = { pid: process.pid, processStart: "1", token: "x", port: await freePort() };
+      writeFileSync(join(dataDir, "instance.lock"), JSON.stringify(stale));
+      const { port } = fake.app();
+      const r = await run(["-m", "hi"], {
+        STAVROBOT_PASSWORD: PASSWORD,
+        DATA_DIR: dataDir,
+        PORT: String(port),
+      });
+      expect(r.stdout).toBe("reply to hi\n");
+      expect(r.code).toBe(0);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it.each(["/help", "/HELP ", "/new"])('-m "%s" is answered here, and nothing is sent', async (command) => {
+    const r = await run(["-m", command], env());
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(command.includes("new") ? NEW_TEXT : HELP_TEXT);
+    expect(requests()).toHaveLength(0);
+  });
+
+  it("REPL: /help and /new are answered here, never sent to the assistant", async () => {
+    const r = await run([], env(), "/help\n/New\nhello\n");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(HELP_TEXT);
+    expect(r.stdout).toContain(NEW_TEXT);
+    expect(r.stdout).toContain("reply to hello\n");
+    expect(requests().map((q) => q.body.message)).toEqual(["hello"]);
   });
 
   it("no STAVROBOT_PASSWORD exits 2 without calling the server", async () => {
@@ -349,5 +386,102 @@ describe("CLI client against the real app: answers kept while no terminal was op
     t.fake.enqueue(textTurn("hello"));
     const reply = await run(["-m", "hi"], env);
     expect(reply.stdout).toBe("hello\n");
+  });
+});
+
+describe("CLI client when the connection breaks", () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
+    server = undefined;
+  });
+
+  /** An app that answers /chat as `answer` says, then cuts the connection. */
+  async function cutting(answer: (res: ServerResponse) => void): Promise<string> {
+    server = createServer((req, res) => {
+      if (req.url !== "/chat") return void res.writeHead(404).end();
+      req.resume();
+      req.on("end", () => answer(res));
+    });
+    const port = await new Promise<number>((resolve) =>
+      server?.listen(0, "127.0.0.1", () => resolve((server?.address() as { port: number }).port)),
+    );
+    return `http://127.0.0.1:${port}`;
+  }
+
+  it("after the app said the message is saved: says it was saved", async () => {
+    const url = await cutting((res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write('event: accepted\ndata: {"id":7}\n\n');
+      setTimeout(() => res.destroy(), 50);
+    });
+    const r = await run(["-m", "hi"], { STAVROBOT_URL: url, STAVROBOT_PASSWORD: PASSWORD });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/ended before the answer\. Your message was saved/);
+  });
+
+  it("before the app said anything: does not claim the message was saved", async () => {
+    const url = await cutting((res) => res.destroy());
+    const r = await run(["-m", "hi"], { STAVROBOT_URL: url, STAVROBOT_PASSWORD: PASSWORD });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain(`The connection to ${url} broke`);
+    expect(r.stderr).toContain("If the message reached the assistant it was saved");
+    expect(r.stderr).not.toContain("Your message was saved");
+  });
+});
+
+describe("CLI client against the real app: -m shows what the turn does as it happens", () => {
+  const t = useTestApp();
+
+  it("each tool on stderr while stdout (a pipe) gets the answer alone", async () => {
+    t.fake.reset();
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    t.fake.enqueue(toolTurn("execute_sql", { query: "SELECT 1 AS one" }), { ...textTurn("One."), gate });
+    const env = { STAVROBOT_URL: `http://127.0.0.1:${t.app.port}`, STAVROBOT_PASSWORD: APP_PASSWORD };
+    const session = asProcess(["-m", "count to one"], env);
+    let ended = false;
+    void session.exit.then(() => (ended = true));
+    // Shown while the turn still runs, not when it ends.
+    await vi.waitFor(() => expect(session.stderr()).toBe("· execute_sql\n"), { timeout: 20_000 });
+    expect(ended).toBe(false);
+    release();
+    expect(await session.exit).toBe(0);
+    expect(session.stdout()).toBe("One.\n");
+  });
+});
+
+describe("CLI client against the real app with its provider down", () => {
+  // Nothing listens on the discard port; one retry, two seconds after the first attempt.
+  const t = useTestApp({
+    config: () =>
+      configFor({ url: "http://127.0.0.1:9" }).replace("retryDelaySeconds = 0", "retryDelaySeconds = 2"),
+  });
+  const env = () => ({ STAVROBOT_URL: `http://127.0.0.1:${t.app.port}`, STAVROBOT_PASSWORD: APP_PASSWORD });
+  const RETRY = "· Connection error. Trying again in 2 s (retry 1 of 1).\n";
+
+  it("-m says at once that it tries again, and why, then why it gave up", async () => {
+    const session = asProcess(["-m", "are you there?"], env());
+    let ended = false;
+    void session.exit.then(() => (ended = true));
+    await vi.waitFor(() => expect(session.stderr()).toBe(RETRY), { timeout: 20_000 });
+    expect(ended).toBe(false);
+    expect(await session.exit).toBe(1);
+    expect(session.stderr()).toBe(`${RETRY}Something went wrong: Connection error.\n`);
+    expect(session.stdout()).toBe("");
+  });
+
+  it("the REPL says the same, as it happens", async () => {
+    await t.app.queue.idle();
+    const session = inProcess([], env());
+    await vi.waitFor(() => expect(session.stdout()).toContain("> "));
+    session.stdin.write("hello?\n");
+    await vi.waitFor(() => expect(session.stderr()).toBe(RETRY), { timeout: 20_000 });
+    await vi.waitFor(
+      () => expect(session.stderr()).toBe(`${RETRY}Something went wrong: Connection error.\n`),
+      { timeout: 20_000 },
+    );
+    session.stdin.end();
+    expect(await session.exit).toBe(0);
   });
 });

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { basicAuthHeader } from "@stavrobot/common";
 import { textTurn, toolTurn, type RecordedRequest, type Responder } from "@stavrobot/common/test-support";
+import { HELP_TEXT, NEW_TEXT } from "../src/cli/commands.js";
 import { PASSWORD, chat, useTestApp, type AppFixture } from "./helpers/app.js";
 import { asProcess, inTerminal, terminalMissing, type Session } from "./helpers/cli.js";
 
@@ -20,6 +21,8 @@ afterEach(() => {
 const env = () => ({ STAVROBOT_URL: `http://127.0.0.1:${t.app.port}`, STAVROBOT_PASSWORD: PASSWORD });
 const soon = () => new Date(Date.now() + 1_500).toISOString();
 const WAIT = { timeout: 20_000, interval: 50 };
+/** The prompt as readline draws it on a terminal, the cursor put after it. */
+const PROMPT_DRAWN = "> \u001b[3G";
 
 async function pending(app: AppFixture["app"]): Promise<unknown[]> {
   const response = await fetch(`http://127.0.0.1:${app.port}/api/answers/pending`, {
@@ -158,13 +161,93 @@ describe.skipIf(terminalMissing)(
         WAIT,
       );
       repl.stdin.write("\x03");
-      // The pending reply ends as /stop ends it; nothing of the model's is shown.
+      // The pending reply ends as /stop ends it, said once; nothing of the model's is shown.
       await vi.waitFor(() => expect(repl.stdout()).toContain("Aborted."), WAIT);
+      await t.app.queue.idle();
+      await vi.waitFor(() => expect(repl.stdout().endsWith(PROMPT_DRAWN)).toBe(true), WAIT);
+      expect(repl.stdout().match(/Aborted\./g)).toHaveLength(1);
       expect(repl.stdout()).not.toContain("never shown");
       t.fake.enqueue(textTurn("Still here."));
       repl.stdin.write("still there?\r");
       await vi.waitFor(() => expect(repl.stdout()).toContain("Still here."), WAIT);
       await end(repl, "\x03");
+    });
+
+    it("stops a line typed to steer with the turn /stop ends, says so once, and never answers it later", async () => {
+      t.fake.reset();
+      t.fake.enqueue({ ...textTurn("never shown"), gate: new Promise(() => {}) });
+      const repl = track(inTerminal(env()));
+      await vi.waitFor(() => expect(repl.stdout()).toMatch(/Ctrl-D exits\.\r?\n(.|\n)*> /), WAIT);
+      repl.stdin.write("plan my week\r");
+      await vi.waitFor(() => expect(ownerTexts(t.fake.requests).at(-1)).toMatch(/Text: plan my week$/), WAIT);
+      repl.stdin.write("and keep Friday free\r");
+      await vi.waitFor(
+        () => expect(repl.stdout()).toContain("Message received, steering the current request."),
+        WAIT,
+      );
+      repl.stdin.write("/stop\r");
+      await vi.waitFor(
+        () =>
+          expect(repl.stdout()).toContain(
+            "Aborted. The message you sent while it ran was stopped with it, unanswered.",
+          ),
+        WAIT,
+      );
+      await t.app.queue.idle();
+      await vi.waitFor(() => expect(repl.stdout().endsWith(PROMPT_DRAWN)).toBe(true), WAIT);
+      expect(repl.stdout().match(/Aborted\./g)).toHaveLength(1);
+      // Never a turn of its own: the model was asked nothing more.
+      expect(ownerTexts(t.fake.requests)).toHaveLength(1);
+      t.fake.enqueue(textTurn("Still here."));
+      repl.stdin.write("still there?\r");
+      await vi.waitFor(() => expect(repl.stdout()).toContain("Still here."), WAIT);
+      expect(ownerTexts(t.fake.requests).map((text) => text.split("Text: ")[1])).toEqual([
+        "plan my week",
+        "still there?",
+      ]);
+      expect(repl.stdout()).not.toContain("Replies to earlier messages");
+      await end(repl, "\x04");
+    });
+
+    it("answers /help and /new itself, at the prompt and while a reply is pending", async () => {
+      t.fake.reset();
+      let release = () => {};
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      t.fake.enqueue({ ...textTurn("Thought about it."), gate });
+      const repl = track(inTerminal(env()));
+      await vi.waitFor(() => expect(repl.stdout()).toMatch(/Ctrl-D exits\.\r?\n(.|\n)*> /), WAIT);
+      repl.stdin.write("/new\r");
+      // A terminal ends lines with \r\n.
+      const shown = (text: string) => text.replace(/\n/g, "\r\n");
+      await vi.waitFor(() => expect(repl.stdout()).toContain(shown(NEW_TEXT)), WAIT);
+      repl.stdin.write("think about it\r");
+      await vi.waitFor(() => expect(ownerTexts(t.fake.requests)).toHaveLength(1), WAIT);
+      repl.stdin.write("/help\r");
+      await vi.waitFor(() => expect(repl.stdout()).toContain(shown(HELP_TEXT)), WAIT);
+      release();
+      await vi.waitFor(() => expect(repl.stdout()).toContain("Thought about it."), WAIT);
+      // Neither was sent: no message, no steering.
+      expect(repl.stdout()).not.toContain("steering the current request");
+      const sent = await t.app.db.query<{ message: string }>(
+        "SELECT payload->>'message' AS message FROM inbox WHERE source = 'cli' AND payload->>'message' LIKE '/%'",
+      );
+      expect(sent.rows).toEqual([]);
+      await end(repl, "\x04");
+    });
+
+    it("-m on a terminal shows each tool there as it runs, then the answer", async () => {
+      t.fake.reset();
+      let release = () => {};
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      t.fake.enqueue(toolTurn("execute_sql", { query: "SELECT 1 AS one" }), { ...textTurn("One."), gate });
+      const session = track(inTerminal(env(), ["-m", "count to one"]));
+      let ended = false;
+      void session.exit.then(() => (ended = true));
+      await vi.waitFor(() => expect(session.stdout()).toContain("· execute_sql\r\n"), WAIT);
+      expect(ended).toBe(false);
+      release();
+      expect(await session.exit).toBe(0);
+      expect(session.stdout()).toMatch(/· execute_sql\r\nOne\.\r\n$/);
     });
   },
 );

@@ -81,6 +81,8 @@ export type TurnStart = "count" | "resume" | "started";
 interface PendingSteer {
   inboxId: number;
   message: UserMessage;
+  /** Given before the turn started: written with the turn's next write (see `run`). */
+  early?: boolean;
 }
 
 /**
@@ -90,6 +92,9 @@ interface PendingSteer {
 export class TurnEngine {
   private agent: Agent | undefined;
   private steers: PendingSteer[] = [];
+  private running = false;
+  /** `abort` was called for the running turn. */
+  private stopped = false;
   private summarised:
     { from: UserMessage; summary: string; message: UserMessage; block: TextContent } | undefined;
   /** Whether the running turn's entry is written (a failed write stops it: it takes no steering). */
@@ -97,21 +102,27 @@ export class TurnEngine {
 
   constructor(private readonly deps: TurnDeps) {}
 
+  /** A turn runs: from `run` to its outcome, its preparation (the history, the prompt) included. */
   get busy(): boolean {
-    return this.agent !== undefined;
+    return this.running;
   }
 
-  /** Injects an owner's message into the running turn. False when no turn is running. */
+  /**
+   * Injects an owner's message into the running turn (one that comes while the turn is prepared
+   * is taken in before the model's first call). False when no turn is running.
+   */
   steer(inboxId: number, message: UserMessage): boolean {
-    if (!this.agent || this.write.failed) return false;
-    this.steers.push({ inboxId, message });
-    this.agent.steer(message);
+    if (!this.running || this.write.failed) return false;
+    this.steers.push({ inboxId, message, early: !this.agent });
+    this.agent?.steer(message);
     return true;
   }
 
+  /** Stops the running turn (one still being prepared stops before the model's first call). */
   abort(): boolean {
-    if (!this.agent) return false;
-    this.agent.abort();
+    if (!this.running) return false;
+    this.stopped = true;
+    this.agent?.abort();
     return true;
   }
 
@@ -120,13 +131,33 @@ export class TurnEngine {
    * (see TurnStart). An entry `started` already is: its user message (kept in the inbox entry
    * meanwhile) is written with the turn's first write instead of a commit of its own. The turn's
    * last messages may still be waiting in the conversation store: the caller writes them with the
-   * entry's end.
+   * entry's end. `steers` are owners' messages taken in before the model's first call; they are
+   * written with the turn's next write, so an attempt that fails before any is made (and is tried
+   * again, `dropDeferred`) has not kept them.
    */
   async run(
     inboxId: number,
     userMessage: UserMessage,
     start: TurnStart = "count",
     write = RowWrite.written(),
+    steers: { inboxId: number; message: UserMessage }[] = [],
+  ): Promise<TurnOutcome> {
+    this.running = true;
+    this.stopped = false;
+    this.steers = steers.map((steer) => ({ ...steer, early: true }));
+    try {
+      return await this.runAttempt(inboxId, userMessage, start, write);
+    } finally {
+      this.running = false;
+      this.steers = [];
+    }
+  }
+
+  private async runAttempt(
+    inboxId: number,
+    userMessage: UserMessage,
+    start: TurnStart,
+    write: RowWrite,
   ): Promise<TurnOutcome> {
     const progress = { saved: false };
     // Whatever an abandoned attempt left unwritten is not part of this one.
@@ -222,7 +253,7 @@ export class TurnEngine {
       try {
         if (message.role === "user") {
           const steer = this.claimSteer(message);
-          if (steer) await deps.conversation.save(message, steer.inboxId);
+          if (steer) await deps.conversation.save(message, steer.inboxId, { defer: steer.early === true });
         } else if (message.role === "assistant") {
           deps.onModelCall?.(inboxId, message);
           if (message.stopReason === "error" || message.stopReason === "aborted") return;
@@ -249,8 +280,15 @@ export class TurnEngine {
 
     const unfollow = reportProgress(agent, (event) => deps.progress?.(inboxId, event));
     this.agent = agent;
+    // Steering given before the agent existed: taken in before the model's first call.
+    for (const steer of this.steers) agent.steer(steer.message);
     try {
       if (this.write.failed) return { kind: "aborted" };
+      if (this.stopped) {
+        // Stopped while it was prepared: the model was never asked.
+        await deps.conversation.save(cancellationNote(), inboxId);
+        return { kind: "aborted" };
+      }
       await agent.continue();
     } catch (error) {
       // Thrown, not reported by the provider: the loop itself refused (e.g. a history that cannot
@@ -260,7 +298,6 @@ export class TurnEngine {
       unsubscribe();
       unfollow();
       this.agent = undefined;
-      this.steers = [];
     }
     const progressSaved = progress.saved;
 

@@ -13,8 +13,9 @@ export interface InstanceRecord {
   processStart?: string;
   /** Tells this holder's file from a later one's. */
   token: string;
-  /** Where its servers listen, once they do (for `npm run backup` to ask it). */
+  /** Where its servers listen, once they do (for `npm run backup` and `npm run chat` to ask it). */
   port?: number;
+  host?: string;
   internalPort?: number;
   internalHost?: string;
   /** Set when its clean stop began: a start waits for it (STOPPING_WAIT_MS) instead of refusing. */
@@ -27,7 +28,7 @@ export const STOPPING_WAIT_MS = 10_000;
 export interface InstanceLock {
   readonly path: string;
   /** Adds facts to the record (the ports, once listening). */
-  update(fields: Partial<Pick<InstanceRecord, "port" | "internalPort" | "internalHost">>): void;
+  update(fields: Partial<Pick<InstanceRecord, "port" | "host" | "internalPort" | "internalHost">>): void;
   /**
    * Marks the record `stopping` (a clean stop began): a start meanwhile waits for this one instead
    * of refusing. Never throws: a stop must go on even where the mark cannot be written.

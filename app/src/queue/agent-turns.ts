@@ -4,7 +4,7 @@ import type { TurnEngine, TurnOutcome, TurnStart } from "../agent/turn.js";
 import type { StatementPart } from "../db/database.js";
 import { MAIN_AGENT_ID } from "../db/people.js";
 import { RowWrite } from "../db/row-write.js";
-import type { TurnEngineLike } from "./contracts.js";
+import type { HeldSteer, TurnEngineLike } from "./contracts.js";
 
 /** One agent's conversation and the engine that runs its turns. */
 export interface AgentSlot {
@@ -50,9 +50,10 @@ export class AgentTurns implements TurnEngineLike {
     start?: TurnStart,
     write = RowWrite.written(),
     agentId = MAIN_AGENT_ID,
+    steers: HeldSteer[] = [],
   ): Promise<TurnOutcome> {
     this.slot = this.slotOf(agentId);
-    return this.slot.engine.run(inboxId, message, start, write);
+    return this.slot.engine.run(inboxId, message, start, write, steers);
   }
 
   /** Steering reaches the running turn (the queue lets only the owner's messages steer the owner's turns). */

@@ -11,6 +11,12 @@ import type { TurnProgressEvent } from "../live/progress.js";
 
 /* What the queue needs from the rest of the app, and what it gives a sender. */
 
+/** An owner's message steering a turn, held for the turn's next attempt. */
+export interface HeldSteer {
+  inboxId: number;
+  message: UserMessage;
+}
+
 /** The part of TurnEngine the queue drives (an interface so tests can script outcomes). */
 export interface TurnEngineLike {
   readonly busy: boolean;
@@ -26,6 +32,12 @@ export interface TurnEngineLike {
     write?: RowWrite,
     /** Whose conversation the turn is part of (default the main agent's). */
     agentId?: number,
+    /**
+     * Steering messages the turn takes in first, before the model's first call (they came while
+     * the queue waited to retry it). Taken in, they are written with the turn's next write, so
+     * an attempt that fails and is tried again has not kept them.
+     */
+    steers?: HeldSteer[],
   ): Promise<TurnOutcome>;
   steer(inboxId: number, message: UserMessage): boolean;
   abort(): boolean;

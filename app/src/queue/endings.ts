@@ -1,5 +1,5 @@
 import type { EntryEnd } from "../db/inbox-changes.js";
-import { ABORTED_REPLY, EMPTY_REPLY, STEERING_REPLY } from "./replies.js";
+import { ABORTED_REPLY, EMPTY_REPLY, STEERING_REPLY, STOPPED_STEER_REPLY } from "./replies.js";
 
 /** How a turn ended, as its audience should hear it. */
 export interface Answer {
@@ -51,5 +51,16 @@ export const STEERED_END: EntryEnd = {
   status: "done",
   response: STEERING_REPLY,
   outcome: "steered",
+  seen: true,
+};
+
+/**
+ * A steering message its turn had not taken in when `/stop` ended that turn: stopped with it,
+ * unanswered (the owner was told so by the answer to `/stop`).
+ */
+export const STOPPED_STEER_END: EntryEnd = {
+  status: "done",
+  response: STOPPED_STEER_REPLY,
+  outcome: "aborted",
   seen: true,
 };

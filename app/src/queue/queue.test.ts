@@ -8,9 +8,16 @@ import { messagesForInbox, saveMessage } from "../db/messages.js";
 import type { TurnOutcome, TurnStart } from "../agent/turn.js";
 import { maySteer } from "../audience.js";
 import { MessageQueue, type TurnEngineLike } from "./queue.js";
+import type { HeldSteer } from "./contracts.js";
 import { InboxLifecycle } from "./lifecycle.js";
 import type { RowWrite } from "../db/row-write.js";
-import { ABORTED_REPLY, CRASHED_REPLY, DUPLICATE_REPLY, STEERING_REPLY } from "./replies.js";
+import {
+  ABORTED_REPLY,
+  CRASHED_REPLY,
+  DUPLICATE_REPLY,
+  STEERING_REPLY,
+  STOPPED_STEER_REPLY,
+} from "./replies.js";
 
 const userMessage = (entry: InboxEntry): UserMessage => ({
   role: "user",
@@ -24,6 +31,8 @@ class ScriptedEngine implements TurnEngineLike {
   runs: number[] = [];
   /** Per run, whether the entry came saved as started (processing, attempt counted). */
   started: boolean[] = [];
+  /** Per run, the steering messages it was given to take in first. */
+  early: number[][] = [];
   outcomes: TurnOutcome[] = [];
   /** When false, steer() refuses, as when the turn has just ended. */
   steerAccepts = true;
@@ -40,11 +49,15 @@ class ScriptedEngine implements TurnEngineLike {
     message: UserMessage,
     start: TurnStart = "count",
     write?: RowWrite,
+    _agentId?: number,
+    early: HeldSteer[] = [],
   ): Promise<TurnOutcome> {
     this.busy = true;
     this.aborted = false;
     this.runs.push(inboxId);
     this.started.push(start === "started");
+    this.early.push(early.map((steer) => steer.inboxId));
+    this.steers = early.map((steer) => ({ id: steer.inboxId, message: steer.message }));
     try {
       // As the real engine does: nothing is written before the entry's own insert.
       await write?.done;
@@ -53,7 +66,8 @@ class ScriptedEngine implements TurnEngineLike {
       const saved = await messagesForInbox(this.db, inboxId);
       if (!saved.length) await saveMessage(this.db, message, inboxId);
       await this.gate;
-      if (this.takeSteers)
+      // A failing model call takes nothing in.
+      if (this.takeSteers && this.outcomes[0]?.kind !== "error")
         for (const steer of this.steers) await saveMessage(this.db, steer.message, steer.id);
       this.steers = [];
       if (this.aborted) return { kind: "aborted" };
@@ -207,6 +221,93 @@ describe("MessageQueue", () => {
     // Its real reply was never seen: it is offered with the owner's next reply.
     const undelivered = await inbox.unseenAnswers({ owner: true }, missed.id + 1);
     expect(undelivered.map((row) => row.response)).toContain(`reply to ${missed.id}`);
+  });
+
+  it("a steer the turn had not taken in when /stop ended it is stopped with it, not run later", async () => {
+    const queue = makeQueue();
+    const held = gate();
+    engine.gate = held.promise;
+    engine.takeSteers = false;
+    const first = await queue.submit(null, null, { message: "a long task", attachments: [] });
+    await vi.waitFor(() => expect(engine.busy).toBe(true));
+    const steer = await queue.submit(null, null, { message: "and also this", attachments: [] });
+    expect(steer.steered).toBe(true);
+    // The answer to /stop says the steering message went with the turn.
+    expect(queue.stop()).toBe(
+      `${ABORTED_REPLY} The message you sent while it ran was stopped with it, unanswered.`,
+    );
+    held.open();
+    expect(await first.reply).toBe(ABORTED_REPLY);
+    await queue.idle();
+    expect(engine.runs).toEqual([first.id]);
+    const row = await db.query<{ status: string; outcome: string; response: string; seen: boolean }>(
+      "SELECT status, outcome, response, seen FROM inbox WHERE id = $1",
+      [steer.id],
+    );
+    expect(row.rows[0]).toEqual({
+      status: "done",
+      outcome: "aborted",
+      response: STOPPED_STEER_REPLY,
+      seen: true,
+    });
+    // Nothing steered the next turn: its /stop says only "Aborted.".
+    const again = gate();
+    engine.gate = again.promise;
+    const next = await queue.submit(null, null, { message: "next", attachments: [] });
+    await vi.waitFor(() => expect(engine.runs).toHaveLength(2));
+    expect(queue.stop()).toBe(ABORTED_REPLY);
+    again.open();
+    expect(await next.reply).toBe(ABORTED_REPLY);
+    expect(engine.runs).toEqual([first.id, next.id]);
+  });
+
+  it("an owner's message sent while the queue waits to retry steers the next attempt", async () => {
+    const queue = makeQueue({ retryDelayMs: 300 });
+    engine.outcomes = [{ kind: "error", message: "503 overloaded", retryable: true, progressSaved: false }];
+    const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    await vi.waitFor(() => expect(engine.runs).toHaveLength(1));
+    await vi.waitFor(() => expect(engine.busy).toBe(false));
+    const steer = await queue.submit(null, null, { message: "also this", attachments: [] });
+    expect(steer).toMatchObject({ steered: true });
+    expect(await steer.reply).toBe(STEERING_REPLY);
+    expect(await first.reply).toBe(`reply to ${first.id}`);
+    await queue.idle();
+    // Taken in by the retry, not run as a turn of its own.
+    expect(engine.runs).toEqual([first.id, first.id]);
+    expect(engine.early).toEqual([[], [steer.id]]);
+    expect(await status(steer.id)).toEqual({ status: "done", seen: true });
+  });
+
+  it("a steer an attempt that failed had not taken in is taken in by the retry", async () => {
+    const queue = makeQueue();
+    const held = gate();
+    engine.gate = held.promise;
+    engine.outcomes = [{ kind: "error", message: "503 overloaded", retryable: true, progressSaved: false }];
+    const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    await vi.waitFor(() => expect(engine.busy).toBe(true));
+    const steer = await queue.submit(null, null, { message: "also this", attachments: [] });
+    expect(steer.steered).toBe(true);
+    held.open();
+    expect(await first.reply).toBe(`reply to ${first.id}`);
+    await queue.idle();
+    expect(engine.runs).toEqual([first.id, first.id]);
+    expect(engine.early).toEqual([[], [steer.id]]);
+    expect(await status(steer.id)).toEqual({ status: "done", seen: true });
+  });
+
+  it("/stop during a retry wait stops the message that steered it too", async () => {
+    const queue = makeQueue({ retryDelayMs: 60_000 });
+    engine.outcomes = [{ kind: "error", message: "503 overloaded", retryable: true, progressSaved: false }];
+    const first = await queue.submit(null, null, { message: "one", attachments: [] });
+    await vi.waitFor(() => expect(engine.runs).toHaveLength(1));
+    await vi.waitFor(() => expect(engine.busy).toBe(false));
+    const steer = await queue.submit(null, null, { message: "never mind, do this", attachments: [] });
+    expect(steer.steered).toBe(true);
+    expect(queue.stop()).toMatch(/^Aborted\. The message you sent while it ran was stopped with it/);
+    expect(await first.reply).toBe(ABORTED_REPLY);
+    await queue.idle();
+    expect(engine.runs).toEqual([first.id]);
+    expect(await status(steer.id)).toEqual({ status: "done", seen: true });
   });
 
   it("/stop cancels a retry the queue is waiting to make", async () => {

@@ -14,8 +14,8 @@ import { Steering } from "./steering.js";
 
 export type { AnswerAudience, QueueDeps, Submitted, TurnEngineLike } from "./contracts.js";
 import {
-  ABORTED_REPLY,
   DUPLICATE_REPLY,
+  abortedReply,
   OUTAGE_REPLY,
   STEERING_REPLY,
   describeProviderError,
@@ -108,7 +108,7 @@ export class MessageQueue {
         ending: () => undefined,
       };
     }
-    if (await this.steering.steer(this.turn.entry, entry, payload)) {
+    if (await this.steering.steer(this.turn.entry, entry, payload, () => this.retryWait !== undefined)) {
       return {
         id: entry.id,
         reply: Promise.resolve(STEERING_REPLY),
@@ -149,12 +149,16 @@ export class MessageQueue {
     return this.enqueue(entry).reply;
   }
 
-  /** `/stop`: aborts the running turn, or cancels a retry the queue is waiting to make. */
+  /**
+   * `/stop`: aborts the running turn, or cancels a retry the queue is waiting to make. Messages
+   * that steered it are stopped with it (the answer says so); those it had not taken in yet are
+   * not answered later either.
+   */
   stop(): string {
-    if (this.deps.engine.abort()) return ABORTED_REPLY;
+    if (this.deps.engine.abort()) return abortedReply(this.steering.count);
     if (this.retryWait) {
       this.retryWait.abort();
-      return ABORTED_REPLY;
+      return abortedReply(this.steering.count);
     }
     return "Nothing is running.";
   }
@@ -260,6 +264,7 @@ export class MessageQueue {
           .settle(
             (id) => this.waiting.has(id),
             (entry) => this.enqueue(entry),
+            current.ending === "aborted",
           )
           .catch((error: unknown) => this.deps.logger.error("settling steered messages failed", { error }));
         await this.deps
@@ -330,7 +335,9 @@ export class MessageQueue {
         : item.started === true && attempt === 0
           ? "started"
           : "count";
-      const outcome = await this.deps.engine.run(entry.id, message, start, item.write, agentId);
+      // What steered the turn while the queue waited to retry it is taken in first.
+      const steers = this.steering.takeHeld();
+      const outcome = await this.deps.engine.run(entry.id, message, start, item.write, agentId, steers);
       // Never saved: never accepted (the sender was told so); nothing of it may be written.
       if (await item.write.lost()) return ABANDONED;
       resumed = false;
@@ -356,10 +363,22 @@ export class MessageQueue {
           reason: describeProviderError(retry.reason),
           inSeconds,
         });
+        // Until the next attempt, the owner's messages steer it: they are held for it, with those
+        // this attempt had not taken in.
         const wait = new AbortController();
         this.retryWait = wait;
-        await this.sleep(this.deps.retryDelayMs, wait.signal);
-        this.retryWait = undefined;
+        try {
+          await this.steering.holdUntaken().catch((error: unknown) =>
+            // Not held: queued as turns of their own after this one (Steering.settle).
+            this.deps.logger.warn("could not hold steering messages for the retry", {
+              id: entry.id,
+              error: errorMessage(error),
+            }),
+          );
+          await this.sleep(this.deps.retryDelayMs, wait.signal);
+        } finally {
+          this.retryWait = undefined;
+        }
         if (wait.signal.aborted) return this.conclude(item, aborted());
         continue;
       }

@@ -1,6 +1,18 @@
 /** What the queue answers in its own words: to a steer, a `/stop`, a repeat, a turn it could not finish. */
 export const STEERING_REPLY = "Message received, steering the current request.";
 export const ABORTED_REPLY = "Aborted.";
+/** What a steering message not taken in by a turn that `/stop` ended is kept with. */
+export const STOPPED_STEER_REPLY = "Stopped with the request it was steering, before the assistant read it.";
+
+/** `/stop`'s answer when messages had steered the turn it stopped: they are stopped with it. */
+export function abortedReply(steered: number): string {
+  if (steered === 0) return ABORTED_REPLY;
+  const what =
+    steered === 1
+      ? "The message you sent while it ran was"
+      : `The ${steered} messages you sent while it ran were`;
+  return `${ABORTED_REPLY} ${what} stopped with it, unanswered.`;
+}
 export const DUPLICATE_REPLY = "This message was already received.";
 export const EMPTY_REPLY = "(The assistant finished without a text reply.)";
 export const INTERRUPTED_REPLY =

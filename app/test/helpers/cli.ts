@@ -69,9 +69,9 @@ export const terminalMissing: string | undefined = (() => {
  * `script`), so readline edits the line in place and echoes what is typed. Write `\r` for Enter.
  * Everything it draws, escape sequences included, comes out on `stdout`.
  */
-export function inTerminal(extra: Record<string, string>): Session {
+export function inTerminal(extra: Record<string, string>, argv: string[] = []): Session {
   const quote = (word: string) => `'${word.replace(/'/g, `'\\''`)}'`;
-  const command = [process.execPath, ...CLIENT_ARGS].map(quote).join(" ");
+  const command = [process.execPath, ...CLIENT_ARGS, ...argv].map(quote).join(" ");
   // A plain terminal 80 columns wide; -e: the client's exit code is script's.
   const env = { ...clientEnv(extra), TERM: "xterm", COLUMNS: "80", LINES: "24" };
   return session("script", ["-qfec", `stty cols 80 rows 24; exec ${command}`, "/dev/null"], env, REPO_ROOT);
