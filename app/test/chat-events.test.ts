@@ -100,7 +100,7 @@ describe("the REPL shows what the turn does", () => {
     await vi.waitFor(() => expect(repl.stdout()).toMatch(/Ctrl-D exits\.\n> $/), { timeout: 20_000 });
     repl.stdin.write("do the thing\n");
     await vi.waitFor(() => expect(repl.stdout()).toContain("Done after a retry.\n"), { timeout: 20_000 });
-    expect(repl.stderr()).toMatch(/^· .*Overloaded.*: trying again in 0 s \(1 of 2\)$/m);
+    expect(repl.stderr()).toMatch(/^· .*Overloaded.*\. Trying again now \(retry 1 of 2\)\.$/m);
     expect(repl.stdout()).toMatch(/· execute_sql\n(.|\n)*Done after a retry\.\n/);
     repl.stdin.end();
     expect(await repl.exit).toBe(0);

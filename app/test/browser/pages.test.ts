@@ -121,6 +121,35 @@ describeInBrowser("admin pages in Chromium", () => {
     await owner.context.close();
   });
 
+  it("chats: a retry of the provider is said as the CLI says it, then the reply", async () => {
+    t.fake.reset();
+    // The provider's client tries each request 3 times itself before the queue hears of a failure.
+    const overloaded = {
+      content: [],
+      error: {
+        status: 529,
+        body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
+      },
+    };
+    t.fake.enqueue(overloaded, overloaded, overloaded, textTurn("Back again."));
+    const owner = await ownerContext(browser, t.app.port);
+    await owner.page.goto("/");
+    // The waiting bubble's words change as the turn goes: each is recorded (strings run in the page).
+    await owner.page.evaluate(
+      "window.said = []; new MutationObserver(() => document.querySelectorAll('.bubble.assistant.pending')" +
+        ".forEach((b) => window.said.push(b.textContent))).observe(document.body, " +
+        "{ subtree: true, childList: true, characterData: true })",
+    );
+    await owner.page.fill("#chat-input", "are you there?");
+    await owner.page.click("#chat-send");
+    await owner.page
+      .locator(".bubble.assistant:not(.pending):not(.history)", { hasText: "Back again." })
+      .waitFor();
+    const said = (await owner.page.evaluate("window.said")) as string[];
+    expect(said.join("\n")).toMatch(/Overloaded.*\. Trying again (now|in \d+ s) \(retry 1 of \d\)…/);
+    await owner.context.close();
+  });
+
   it("chats: the reply is Markdown, raw HTML is text, unsafe links are not links", async () => {
     t.fake.reset();
     t.fake.enqueue(

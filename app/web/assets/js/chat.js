@@ -161,8 +161,14 @@ async function followTurn(message, show) {
         show(
           `${data.plugin}/${data.tool}: ${data.message ?? ""} (${data.total ? `${data.progress} of ${data.total}` : data.progress})`,
         );
-      if (type === "retry")
-        show(`${data.reason}: trying again in ${data.inSeconds} s (${data.attempt} of ${data.of})…`);
+      if (type === "retry") {
+        // As the CLI says it: the provider's sentence, then when and which retry.
+        const reason = String(data.reason)
+          .trim()
+          .replace(/[.:;,]+$/, "");
+        const wait = data.inSeconds > 0 ? `in ${data.inSeconds} s` : "now";
+        show(`${reason}. Trying again ${wait} (retry ${data.attempt} of ${data.of})…`);
+      }
     }
   }
   throw new ApiError(0, "The connection ended before the answer; it will be shown with your next message.");
