@@ -123,7 +123,7 @@ describe("the first start at a terminal", () => {
 
   it("names a model the provider does not know, and what to set instead", async () => {
     const run = await firstRun(["2", "anthropic", "no-such-model-at-all", "sk-ant-x", "n"]);
-    expect(run.printed).toMatch(/That did not work: .*knows no model "no-such-model-at-all"/);
+    expect(run.printed).toMatch(/That did not work: .*has no model "no-such-model-at-all"/);
     expect(run.set).toBe(false);
   });
 });
