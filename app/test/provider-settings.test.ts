@@ -80,6 +80,8 @@ describe("provider settings API", () => {
     const choice = { provider: "anthropic", model: "claude-sonnet-4-5", apiKey: GOOD_KEY };
     const foreign = await fromPage(app.port, "PUT", "/api/settings/provider", choice, "http://evil.example");
     expect(foreign.status).toBe(403);
+    const restart = await fromPage(app.port, "POST", "/api/settings/restart", {}, "http://evil.example");
+    expect(restart.status).toBe(403);
     expect(readFileSync(configPath, "utf8")).toBe(configText(fake.url));
   });
 
