@@ -291,6 +291,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         configPath: paths.configPath,
         useKey: (key) => model.useKey(key),
         restart: options.restart,
+        env,
       },
       fullBackup: {
         dataDir: paths.dataDir,

@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
+import { silentLogger } from "@stavrobot/common";
+import { startApp, type RunningApp } from "../src/app.js";
 import { PASSWORD, createTestEnv, post, startTestApp, type TestEnv } from "./helpers/app.js";
 import { fromPage, raw } from "./helpers/http.js";
 
@@ -337,5 +338,50 @@ describe("a provider saved while the assistant has none", () => {
     const provider = checks.json.checks.find((check: { name: string }) => check.name === "provider");
     expect(provider).toMatchObject({ state: "fail", restartNeeded: true });
     expect(provider.detail).toContain("config.toml holds another provider, used after a restart");
+  });
+});
+
+describe("the restart the Settings page asks for", () => {
+  let restartEnv: TestEnv;
+  let restartable: RunningApp;
+  let fakeHere: FakeLlmServer;
+  let asked = 0;
+
+  beforeAll(async () => {
+    fakeHere = await startFakeAnthropic();
+    restartEnv = await createTestEnv(configText(fakeHere.url));
+    // What run.ts's main hands the app; here it only counts (the restart itself: the browser test).
+    restartable = await startApp({ env: restartEnv.env, logger: silentLogger, restart: () => void asked++ });
+  });
+
+  afterAll(async () => {
+    await restartable?.close();
+    await fakeHere?.close();
+    await restartEnv?.cleanup();
+  });
+
+  const restart = () =>
+    raw(restartable.port, "POST", "/api/settings/restart", {
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+
+  it("is offered, answers 202 and then restarts, and refuses while config.toml would not start", async () => {
+    expect((await raw(restartable.port, "GET", "/api/settings/provider")).json.canRestart).toBe(true);
+    const path = restartEnv.env.CONFIG_PATH as string;
+    const text = readFileSync(path, "utf8");
+    writeFileSync(
+      path,
+      text.replace('model = "claude-sonnet-4-5"', 'model = "claude-sonnet-4-5"\nmaxToolRounds = 0'),
+    );
+    const refused = await restart();
+    expect(refused.status).toBe(409);
+    expect(refused.json.error).toMatch(/^Not restarted: config\.toml would not start\. .*maxToolRounds/);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(asked).toBe(0);
+    writeFileSync(path, text);
+    const accepted = await restart();
+    expect(accepted.status).toBe(202);
+    await vi.waitFor(() => expect(asked).toBe(1));
   });
 });

@@ -7,7 +7,9 @@ import {
   saveProviderChoice,
   type ProviderFields,
 } from "../boot/provider-choice.js";
+import { loadConfig } from "../boot/config.js";
 import { sameModel, type ProviderInUse } from "../boot/provider-in-use.js";
+import { resolveModel } from "../model/model.js";
 
 export interface ProviderSettingsDeps {
   /** What runs (config.toml's at the start, and a key handed over since) and what config.toml holds. */
@@ -20,6 +22,8 @@ export interface ProviderSettingsDeps {
    * undefined where nothing can restart it (an app a test started by itself).
    */
   restart: (() => void) | undefined;
+  /** The app's environment: config.toml is read with it, as the restart will read it. */
+  env: NodeJS.ProcessEnv;
 }
 
 /**
@@ -106,6 +110,15 @@ export function addProviderSettingsRoutes(router: Router, deps: ProviderSettings
           "unavailable",
           "This assistant cannot restart itself here: stop it and start it again.",
         );
+      }
+      // A config.toml that would not start (broken by hand since) would end the process: refused.
+      try {
+        resolveModel(loadConfig(deps.configPath, deps.env));
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        throw new DomainError("conflict", `Not restarted: config.toml would not start. ${error.message}`, {
+          reason: "invalid-config",
+        });
       }
       // Once this answer has gone (closing the server waits for it).
       setTimeout(restart, 0);
