@@ -14,6 +14,7 @@ import { Cleanup } from "./boot/cleanup.js";
 import { ensureConfigFile, loadConfig, type AppConfig } from "./boot/config.js";
 import { McpConfigWatch, writeMcpServersFile } from "./boot/mcp-servers.js";
 import { providerFields } from "./boot/provider-choice.js";
+import { ProviderInUse, RESTART_TO_USE, withRestartNeeded } from "./boot/provider-in-use.js";
 import { parseAppEnv } from "./boot/env.js";
 import { findFile } from "./boot/files.js";
 import type { InstanceLock } from "./boot/instance-lock.js";
@@ -35,7 +36,7 @@ import type { OwnSiblings } from "./local/own-sibling.js";
 import { wireSiblings } from "./local/wiring.js";
 import { createTranscriber } from "./media/stt.js";
 import { wireModel } from "./model/wiring.js";
-import { providerCheck } from "./doctor/provider.js";
+import { providerCheck, type ProviderCheck } from "./doctor/provider.js";
 import { embeddingsCheck } from "./doctor/embeddings.js";
 import { wireEmbeddings } from "./embeddings/wiring.js";
 import { PluginDetailCache } from "./plugins/detail-cache.js";
@@ -61,6 +62,11 @@ export interface AppOptions {
   instanceLock?: InstanceLock;
   /** The siblings `npm start` started for this app: each is checked to be its own before use. */
   ownSiblings?: OwnSiblings;
+  /**
+   * Closes this app and starts it again in the same process (run.ts), config.toml read again: the
+   * Settings page offers it once a provider it saved waits for a restart.
+   */
+  restart?: () => void;
 }
 
 export interface RunningApp {
@@ -247,6 +253,9 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     mcpConfig.start();
     cleanup.add(() => mcpConfig.stop());
     const mcpConfigProblem = () => mcpConfig.problem;
+    // A server without a model list is checked with a one-token request, sent once per start.
+    const probesAnswered = new Map<string, ProviderCheck>();
+    const providerInUse = new ProviderInUse(paths.configPath, providerFields(config));
     const listeners = buildServer({
       queue: turn.queue,
       inbox,
@@ -259,7 +268,9 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       details,
       pluginsChanged: () => turn.systemPrompt.invalidate("plugins"),
       mcpConfigProblem,
-      notReady: () => model.notConfigured,
+      // Once a provider saved on the Settings page waits for a restart, that is what is missing.
+      notReady: () =>
+        model.notConfigured && (providerInUse.restartNeeded() ? RESTART_TO_USE : model.notConfigured),
       allowlist: channels.allowlist,
       people: turn.people,
       tell: channels.tell,
@@ -285,9 +296,11 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       internalSecret,
       backup: backups && (() => backups.backup()),
       providerSettings: {
+        provider: providerInUse,
         configPath: paths.configPath,
-        running: providerFields(config),
         useKey: (key) => model.useKey(key),
+        restart: options.restart,
+        env,
       },
       fullBackup: {
         dataDir: paths.dataDir,
@@ -315,14 +328,19 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
         backupDir: paths.backupDir,
         backupIntervalSeconds: settings.BACKUP_INTERVAL_SECONDS,
         mcpConfigProblem,
-        provider: () =>
-          providerCheck({
-            model: model.model,
-            getApiKey: model.getApiKey,
-            subscription: model.oauth !== undefined,
-            notConfigured: model.notConfigured,
-            configPath: paths.configPath,
-          }),
+        provider: async () =>
+          withRestartNeeded(
+            await providerCheck({
+              model: model.model,
+              getApiKey: model.getApiKey,
+              subscription: model.oauth !== undefined,
+              notConfigured: model.notConfigured,
+              configPath: paths.configPath,
+              ownServer: config.baseUrl !== undefined,
+              probe: { remembered: probesAnswered },
+            }),
+            providerInUse.restartNeeded(),
+          ),
         embeddings: () => embeddingsCheck(embeddings),
       },
       logger: logger.child("http"),

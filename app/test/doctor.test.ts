@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { basicAuthHeader, silentLogger } from "@stavrobot/common";
 import {
   FAKE_TELEGRAM_TOKEN,
+  textTurn,
   startFakeAnthropic,
   startFakeEmbeddings,
   startFakeTelegram,
@@ -17,6 +18,7 @@ import { startApp, type RunningApp } from "../src/app.js";
 import { signalChannel } from "../src/channels/signal/channel.js";
 import { backupCheck, type Check, type Checked } from "../src/doctor/checks.js";
 import { providerCheck } from "../src/doctor/provider.js";
+import { NO_KEY } from "../src/model/model.js";
 import { acquireInstanceLock } from "../src/boot/instance-lock.js";
 import { SECRET, startPluginHost, type TestPluginHost } from "../../plugin-runner/test/helpers.js";
 import { PASSWORD, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
@@ -212,28 +214,100 @@ describe("npm run doctor", () => {
 describe("the doctor's single checks", () => {
   const model = { ...getModels("anthropic")[0]!, baseUrl: "" };
 
-  it("says a refused key is refused, and where to change it", async () => {
-    const check = await providerCheck({
+  const check = (overrides: Partial<Parameters<typeof providerCheck>[0]>) =>
+    providerCheck({
       model: { ...model, baseUrl: fake.url },
-      getApiKey: async () => "sk-ant-api03-invalid",
-      subscription: false,
-      notConfigured: undefined,
-      configPath: "/x/config.toml",
-    });
-    expect(check).toMatchObject({ name: "provider", state: "fail" });
-    expect(check.detail).toContain("the provider refused the key (401)");
-    expect(check.fix).toBe("Check apiKey in /x/config.toml: the provider does not accept it.");
-  });
-
-  it("says an unreachable provider does not answer", async () => {
-    const check = await providerCheck({
-      model: { ...model, baseUrl: "http://127.0.0.1:9" },
       getApiKey: async () => "sk-ant-api03-test",
       subscription: false,
       notConfigured: undefined,
       configPath: "/x/config.toml",
+      ownServer: true,
+      probe: false,
+      ...overrides,
     });
-    expect(check).toMatchObject({ state: "fail", fix: "Check the network, or baseUrl in config.toml." });
+
+  it("says a refused key is refused, and where to change it", async () => {
+    const refused = await check({ getApiKey: async () => "sk-ant-api03-invalid" });
+    expect(refused).toMatchObject({ name: "provider", state: "fail" });
+    expect(refused.detail).toContain("the provider refused the key (401)");
+    expect(refused.fix).toBe("Check apiKey in /x/config.toml: the provider does not accept it.");
+  });
+
+  it("says an unreachable provider does not answer, naming the network unless baseUrl is the owner's", async () => {
+    const provider = await check({ model: { ...model, baseUrl: "http://127.0.0.1:9" }, ownServer: false });
+    expect(provider).toMatchObject({ state: "fail", reason: "no-answer" });
+    expect(provider.fix).toBe("Check this machine's network connection: 127.0.0.1:9 did not answer.");
+    expect(provider.fix).not.toContain("baseUrl");
+    const own = await check({ model: { ...model, baseUrl: "http://127.0.0.1:9" } });
+    expect(own.fix).toBe(
+      "Check that the server at http://127.0.0.1:9 is running, and its address (baseUrl in /x/config.toml).",
+    );
+  });
+
+  it("knows a model by its id or alias, and warns of one the provider does not list, with the closest", async () => {
+    const alias = await check({ model: { ...model, id: "claude-sonnet-4-5", baseUrl: fake.url } });
+    expect(alias).toMatchObject({
+      state: "ok",
+      detail: "anthropic/claude-sonnet-4-5: reachable, the key is accepted",
+    });
+    const typo = await check({ model: { ...model, id: "claude-sonet-4-5", baseUrl: fake.url } });
+    expect(typo).toMatchObject({ state: "warn", reason: "unknown-model" });
+    expect(typo.detail).toContain(
+      'the provider lists no model "claude-sonet-4-5" (did you mean "claude-sonnet-4-5-20250929"',
+    );
+    expect(typo.suggestions?.[0]).toBe("claude-sonnet-4-5-20250929");
+    expect(typo.fix).toContain('e.g. "claude-sonnet-4-5-20250929"');
+  });
+
+  it("checks a model of an API it cannot ask against the built-in list", async () => {
+    const gemini = getModels("google").find((m) => m.id === "gemini-2.5-flash")!;
+    const typo = await check({ model: { ...gemini, id: "gemini-2.5-flsh" }, ownServer: false });
+    expect(typo).toMatchObject({ state: "warn", reason: "unknown-model" });
+    expect(typo.detail).toContain(
+      '"gemini-2.5-flsh" is not a model google is known to have (did you mean "gemini-2.5-flash"',
+    );
+    const known = await check({ model: gemini, ownServer: false });
+    expect(known).toMatchObject({
+      state: "ok",
+      detail: "google/gemini-2.5-flash: a key is set (google-generative-ai is not asked)",
+    });
+  });
+
+  it("says no key was needed where none was given", async () => {
+    const keyless = await check({ getApiKey: async () => NO_KEY });
+    expect(keyless.detail).toBe(`anthropic/${model.id}: reachable, no key needed`);
+  });
+
+  it("asks a server without a model list once with a tiny request, and calls 404 everywhere a wrong address", async () => {
+    const unlisted = await startFakeAnthropic({ modelList: false });
+    try {
+      // Without a tiny request allowed, a warning that says what the 404 may mean.
+      const unasked = await check({ model: { ...model, baseUrl: unlisted.url } });
+      expect(unasked).toMatchObject({ state: "warn", reason: "wrong-address" });
+      expect(unasked.detail).toContain("the server lists no models, or the address is wrong");
+      expect(unasked.fix).not.toContain("turns retry by themselves");
+      expect(unlisted.requests).toHaveLength(0);
+
+      const remembered = new Map();
+      unlisted.enqueue(textTurn("H"));
+      const probed = await check({ model: { ...model, baseUrl: unlisted.url }, probe: { remembered } });
+      expect(probed).toMatchObject({ state: "ok" });
+      expect(probed.detail).toContain("it answered a one-token request");
+      expect(unlisted.requests).toHaveLength(1);
+      expect(unlisted.requests[0]?.body).toMatchObject({ model: model.id, max_tokens: 1 });
+      // Asked again (Home, every few minutes): not sent again.
+      expect(await check({ model: { ...model, baseUrl: unlisted.url }, probe: { remembered } })).toEqual(
+        probed,
+      );
+      expect(unlisted.requests).toHaveLength(1);
+
+      const wrong = await check({ model: { ...model, baseUrl: `${unlisted.url}/wrong` }, probe: {} });
+      expect(wrong).toMatchObject({ state: "fail", reason: "wrong-address" });
+      expect(wrong.detail).toContain("the address is wrong");
+      expect(wrong.fix).toContain("without /v1");
+    } finally {
+      await unlisted.close();
+    }
   });
 
   it("reads the newest backup's age against the interval", async () => {

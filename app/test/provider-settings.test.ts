@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
-import type { RunningApp } from "../src/app.js";
+import { silentLogger } from "@stavrobot/common";
+import { startApp, type RunningApp } from "../src/app.js";
 import { PASSWORD, createTestEnv, post, startTestApp, type TestEnv } from "./helpers/app.js";
 import { fromPage, raw } from "./helpers/http.js";
 
@@ -80,6 +81,8 @@ describe("provider settings API", () => {
     const choice = { provider: "anthropic", model: "claude-sonnet-4-5", apiKey: GOOD_KEY };
     const foreign = await fromPage(app.port, "PUT", "/api/settings/provider", choice, "http://evil.example");
     expect(foreign.status).toBe(403);
+    const restart = await fromPage(app.port, "POST", "/api/settings/restart", {}, "http://evil.example");
+    expect(restart.status).toBe(403);
     expect(readFileSync(configPath, "utf8")).toBe(configText(fake.url));
   });
 
@@ -101,8 +104,20 @@ describe("provider settings API", () => {
       {
         body: { provider: "anthropic", model: "no-such-thing-at-all" },
         status: 400,
-        error: /knows no model/,
+        error: /has no model "no-such-thing-at-all"/,
         reason: "invalid-config",
+      },
+      {
+        body: { provider: "antropic", model: "claude-sonnet-4-5" },
+        status: 400,
+        error: /^No provider "antropic" is known \(did you mean "anthropic"\?\)/,
+        reason: "unknown-provider",
+      },
+      {
+        body: { ...base, model: "claude-sonet-4-5", apiKey: GOOD_KEY },
+        status: 400,
+        error: /the provider lists no model "claude-sonet-4-5" \(did you mean "claude-sonnet-4-5-20250929"/,
+        reason: "unknown-model",
       },
       {
         body: { ...base, apiKey: "sk-ant-invalid-2" },
@@ -170,8 +185,8 @@ describe("provider settings API", () => {
       api: "anthropic-messages",
     });
     expect(saved.status).toBe(200);
-    expect(saved.json).toMatchObject({ saved: true, restartNeeded: true });
-    expect(saved.json.message).toContain("Restart the assistant");
+    expect(saved.json).toMatchObject({ saved: true, restartNeeded: true, canRestart: false });
+    expect(saved.json.message).toContain("It is used after a restart.");
     const shown = await raw(app.port, "GET", "/api/settings/provider");
     expect(shown.json).toMatchObject({
       model: "claude-haiku-4-5",
@@ -193,9 +208,80 @@ describe("provider settings API", () => {
     expect((await raw(app.port, "GET", "/api/settings/provider")).json.keySet).toBe(false);
   });
 
+  it("offers the closest names and saving anyway for a model the provider does not list", async () => {
+    const before = readFileSync(configPath, "utf8");
+    const choice = {
+      provider: "anthropic",
+      model: "claude-sonet-4-5",
+      baseUrl: fake.url,
+      api: "anthropic-messages",
+      apiKey: GOOD_KEY,
+    };
+    const refused = await put(choice);
+    expect(refused.status).toBe(400);
+    expect(refused.json).toMatchObject({ reason: "unknown-model", saveAnyway: true });
+    expect(refused.json.suggestions[0]).toBe("claude-sonnet-4-5-20250929");
+    expect(refused.json.error).not.toMatch(/pi-ai/);
+    expect(readFileSync(configPath, "utf8")).toBe(before);
+    const anyway = await put({ ...choice, saveAnyway: true });
+    expect(anyway.status).toBe(200);
+    expect(anyway.json).toMatchObject({ saved: true, unchecked: true, restartNeeded: true });
+    expect(anyway.json.message).toContain("Saved in config.toml as it is, unchecked");
+    expect(readFileSync(configPath, "utf8")).toContain('model = "claude-sonet-4-5"');
+    // A choice that would not start is never saved, anyway or not.
+    const broken = await put({ provider: "antropic", model: "m", saveAnyway: true });
+    expect(broken.status).toBe(400);
+    expect(broken.json.saveAnyway).toBeUndefined();
+  });
+
+  it("checks a server without a model list with one tiny request, leaves out an Anthropic address's /v1, and calls a 404 a wrong address", async () => {
+    const unlisted = await startFakeAnthropic({ modelList: false });
+    try {
+      unlisted.enqueue(textTurn("H"));
+      const saved = await put({
+        provider: "local",
+        model: "proxy-model",
+        baseUrl: `${unlisted.url}/v1`,
+        api: "anthropic-messages",
+        apiKey: null,
+      });
+      expect(saved.status).toBe(200);
+      expect(saved.json.check.detail).toBe(
+        "local/proxy-model: reachable, no key needed (the server lists no models; it answered a one-token request)",
+      );
+      expect(saved.json.message).toContain(`Note: the address is taken without /v1 (${unlisted.url})`);
+      expect(readFileSync(configPath, "utf8")).toContain(`baseUrl = "${unlisted.url}"\n`);
+      expect(unlisted.requests.at(-1)?.body).toMatchObject({ model: "proxy-model", max_tokens: 1 });
+
+      const wrong = await put({
+        provider: "local",
+        model: "proxy-model",
+        baseUrl: `${unlisted.url}/nowhere`,
+        api: "openai-completions",
+      });
+      expect(wrong.status).toBe(400);
+      expect(wrong.json).toMatchObject({ reason: "wrong-address", saveAnyway: true });
+      expect(wrong.json.error).toContain("the address is wrong");
+      expect(wrong.json.fix).toContain("usually ends in /v1");
+      expect(wrong.text).not.toContain("turns retry by themselves");
+    } finally {
+      await unlisted.close();
+    }
+  });
+
+  it("cannot restart an app nothing can restart, and says so", async () => {
+    expect((await raw(app.port, "GET", "/api/settings/provider")).json.canRestart).toBe(false);
+    const restart = await raw(app.port, "POST", "/api/settings/restart", {
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+    expect(restart.status).toBe(503);
+    expect(restart.json.error).toContain("cannot restart itself here");
+  });
+
   it("answers 409 naming the key when config.toml was broken by hand", async () => {
     const text = readFileSync(configPath, "utf8");
-    writeFileSync(configPath, text.replace('model = "claude-haiku-4-5"', "model = 5"));
+    writeFileSync(configPath, text.replace(/^model = ".*"$/m, "model = 5"));
     try {
       const answer = await raw(app.port, "GET", "/api/settings/provider");
       expect(answer.status).toBe(409);
@@ -203,5 +289,99 @@ describe("provider settings API", () => {
     } finally {
       writeFileSync(configPath, text);
     }
+  });
+});
+
+describe("a provider saved while the assistant has none", () => {
+  let noKey: TestEnv;
+  let bare: RunningApp;
+  let fakeLocal: FakeLlmServer;
+
+  beforeAll(async () => {
+    fakeLocal = await startFakeAnthropic();
+    // The first start's config.toml: Anthropic's model, no key anywhere.
+    noKey = await createTestEnv(
+      `provider = "anthropic"\nmodel = "claude-sonnet-4-5"\npassword = "${PASSWORD}"\n`,
+    );
+    bare = await startTestApp(noKey);
+  });
+
+  afterAll(async () => {
+    await bare?.close();
+    await fakeLocal?.close();
+    await noKey?.cleanup();
+  });
+
+  it("says on /chat and in the checks that it is used after a restart, not that no key is set", async () => {
+    const before = await post(bare.port, "/chat", { message: "hi" });
+    expect(before.status).toBe(503);
+    expect(JSON.stringify(before.body)).toContain("no LLM provider key yet");
+
+    const saved = await raw(bare.port, "PUT", "/api/settings/provider", {
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({
+        provider: "local",
+        model: "claude-sonnet-4-5",
+        baseUrl: fakeLocal.url,
+        api: "anthropic-messages",
+      }),
+    });
+    expect(saved.status).toBe(200);
+    expect(saved.json.restartNeeded).toBe(true);
+
+    const after = await post(bare.port, "/chat", { message: "hi" });
+    expect(after.status).toBe(503);
+    const said = JSON.stringify(after.body);
+    expect(said).not.toContain("no LLM provider key yet");
+    expect(said).toContain("A provider saved on the Settings page is used after a restart");
+    const checks = await raw(bare.port, "GET", "/api/checks");
+    const provider = checks.json.checks.find((check: { name: string }) => check.name === "provider");
+    expect(provider).toMatchObject({ state: "fail", restartNeeded: true });
+    expect(provider.detail).toContain("config.toml holds another provider, used after a restart");
+  });
+});
+
+describe("the restart the Settings page asks for", () => {
+  let restartEnv: TestEnv;
+  let restartable: RunningApp;
+  let fakeHere: FakeLlmServer;
+  let asked = 0;
+
+  beforeAll(async () => {
+    fakeHere = await startFakeAnthropic();
+    restartEnv = await createTestEnv(configText(fakeHere.url));
+    // What run.ts's main hands the app; here it only counts (the restart itself: the browser test).
+    restartable = await startApp({ env: restartEnv.env, logger: silentLogger, restart: () => void asked++ });
+  });
+
+  afterAll(async () => {
+    await restartable?.close();
+    await fakeHere?.close();
+    await restartEnv?.cleanup();
+  });
+
+  const restart = () =>
+    raw(restartable.port, "POST", "/api/settings/restart", {
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+
+  it("is offered, answers 202 and then restarts, and refuses while config.toml would not start", async () => {
+    expect((await raw(restartable.port, "GET", "/api/settings/provider")).json.canRestart).toBe(true);
+    const path = restartEnv.env.CONFIG_PATH as string;
+    const text = readFileSync(path, "utf8");
+    writeFileSync(
+      path,
+      text.replace('model = "claude-sonnet-4-5"', 'model = "claude-sonnet-4-5"\nmaxToolRounds = 0'),
+    );
+    const refused = await restart();
+    expect(refused.status).toBe(409);
+    expect(refused.json.error).toMatch(/^Not restarted: config\.toml would not start\. .*maxToolRounds/);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(asked).toBe(0);
+    writeFileSync(path, text);
+    const accepted = await restart();
+    expect(accepted.status).toBe(202);
+    await vi.waitFor(() => expect(asked).toBe(1));
   });
 });

@@ -4,6 +4,8 @@ export * from "./zod-format.js";
 export * from "./text.js";
 export * from "./mime.js";
 export * from "./config-file.js";
+/** "Did you mean": the edit distance config.toml's keys are matched by, for other names too. */
+export { editDistance } from "./config-issues.js";
 export * from "./service-client.js";
 export * from "./http/auth.js";
 export * from "./http/body.js";

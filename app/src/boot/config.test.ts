@@ -94,6 +94,21 @@ describe("loadConfig", () => {
     expect(message).not.toContain('key "baseUrl"');
   });
 
+  it("an address without http:// says what to write; an Anthropic one with /v1 says to leave it out", () => {
+    expect(loadError(MINIMAL + 'baseUrl = "localhost:4151"\napi = "openai-completions"\n')).toContain(
+      'key "baseUrl": must be an http:// or https:// address, e.g. http://localhost:11434/v1',
+    );
+    expect(
+      loadError(MINIMAL + 'baseUrl = "http://127.0.0.1:4151/v1"\napi = "anthropic-messages"\n'),
+    ).toContain(
+      'key "baseUrl": must leave out /v1 with api = "anthropic-messages" (its client adds /v1 itself): baseUrl = "http://127.0.0.1:4151"',
+    );
+    // An OpenAI-compatible server's address keeps its /v1.
+    expect(load(MINIMAL + 'baseUrl = "http://127.0.0.1:4151/v1"\napi = "openai-completions"\n').baseUrl).toBe(
+      "http://127.0.0.1:4151/v1",
+    );
+  });
+
   it("baseUrl with authFile names authFile", () => {
     const message = loadError(
       MINIMAL + 'baseUrl = "http://localhost:11434/v1"\napi = "openai-completions"\nauthFile = "a.json"\n',
@@ -169,6 +184,7 @@ describe("loadConfig", () => {
     ['publicHostname = "https://a.example.com/"', "publicHostname"],
     ['publicHostname = "ftp://a.example.com"', "publicHostname"],
     ['baseUrl = "not a url"\napi = "openai-completions"', "baseUrl"],
+    ['baseUrl = "localhost:4151"\napi = "openai-completions"', "baseUrl"],
     ['api = "gemini"', "api"],
     ["contextTokensK = 5", "contextTokensK"],
     ["contextTokensK = 2001", "contextTokensK"],

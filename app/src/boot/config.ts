@@ -81,7 +81,13 @@ export const configSchema = z
       )
       .optional(),
     customPrompt: z.string().optional(),
-    baseUrl: z.url().optional(),
+    baseUrl: z
+      .url()
+      .refine(
+        (value) => /^https?:\/\//.test(value),
+        "must be an http:// or https:// address, e.g. http://localhost:11434/v1",
+      )
+      .optional(),
     api: z.enum(apiKinds).optional(),
     contextWindow: z.number().int().positive().optional(),
     maxTokens: z.number().int().positive().optional(),
@@ -196,6 +202,14 @@ export const configSchema = z
     if (config.baseUrl) {
       if (!config.api)
         ctx.addIssue({ code: "custom", path: ["api"], message: "required when baseUrl is set" });
+      // The Messages API client adds /v1/messages itself: "…/v1" would be asked at "…/v1/v1/messages".
+      if (config.api === "anthropic-messages" && /\/v1\/*$/.test(config.baseUrl)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["baseUrl"],
+          message: `must leave out /v1 with api = "anthropic-messages" (its client adds /v1 itself): baseUrl = "${config.baseUrl.replace(/\/v1\/*$/, "")}"`,
+        });
+      }
       if (config.authFile) {
         ctx.addIssue({ code: "custom", path: ["authFile"], message: "cannot be used with baseUrl" });
       }

@@ -2,9 +2,10 @@
  * The first `npm start` in a terminal: it writes config.toml with a generated password, says
  * where the assistant is and what the password is, says plainly that it cannot answer until a
  * model provider is set, and offers to set one: a provider and its key, or a local model's
- * address. The choice is checked with one free call to the provider before it is written (the
- * Settings page's check). Without a terminal the start is as it always was: the app writes the
- * file and logs that a key is missing.
+ * address. The choice is checked with the provider before it is written (the Settings page's
+ * check): a refusal says why, and the owner tries again with each answer kept, saves it anyway, or
+ * skips. Without a terminal the start is as it always was: the app writes the file and logs that a
+ * key is missing.
  */
 import { createInterface } from "node:readline";
 import { Writable } from "node:stream";
@@ -12,7 +13,9 @@ import { readFileSync } from "node:fs";
 import { DomainError } from "@stavrobot/common";
 import { ensureConfigFile } from "./config.js";
 import { writeConfigFile } from "./config-edit.js";
-import { checkProviderChoice, type ProviderChoice } from "./provider-choice.js";
+import { knownProviders, unknownProviderMessage } from "../model/model.js";
+import { closestNames, quotedList } from "../model/names.js";
+import { checkProviderChoice, typedAddress, type ProviderChoice } from "./provider-choice.js";
 
 export interface FirstRunOptions {
   configPath: string;
@@ -32,9 +35,15 @@ export function mayAskFirstRun(
   return !configExists && Boolean(streams.stdin.isTTY && streams.stdout.isTTY) && !env.CI;
 }
 
+/** What the owner answered, kept for a second try: each answer is offered again as the default. */
+type Answers = ProviderChoice & { which: "1" | "2" | "3" };
+
+const SKIPPED = "Skipped: the assistant starts, but answers only once a provider is set (Settings page).";
+
 /**
  * Writes config.toml (a generated password), tells the owner the address and the password, and
- * asks for a provider until one is accepted or they skip. Returns whether a provider was set.
+ * asks for a provider until one is accepted, saved anyway, or skipped. Returns whether a provider
+ * was set.
  */
 export async function runFirstRun(options: FirstRunOptions): Promise<boolean> {
   const password = ensureConfigFile(options.configPath, options.examplePath);
@@ -48,30 +57,53 @@ export async function runFirstRun(options: FirstRunOptions): Promise<boolean> {
   say("model's address. You can set it now, or later on the Settings page or in config.toml.");
   const prompt = new Prompt(options);
   try {
+    let previous: Answers | undefined;
     for (;;) {
-      const choice = await askChoice(prompt, say);
-      if (!choice) {
-        say("Skipped: the assistant starts, but answers only once a provider is set (Settings page).");
+      const answers = await askChoice(prompt, say, previous);
+      if (!answers) {
+        say(SKIPPED);
         return false;
       }
+      const { which: _which, ...choice } = answers;
       say("Checking with the provider…");
+      let checked;
       try {
         const text = readFileSync(options.configPath, "utf8");
-        const checked = await checkProviderChoice(text, choice, options.configPath);
-        writeConfigFile(options.configPath, checked.text);
-        say(`OK: ${checked.check.detail}. Written to ${options.configPath}.`);
-        return true;
+        // The check's outcome is shown before anything is written; saving anyway needs no second check.
+        checked = await checkProviderChoice(text, { ...choice, saveAnyway: true }, options.configPath);
       } catch (error) {
         if (!(error instanceof DomainError)) throw error;
         say(`That did not work: ${error.message}`);
-        const fix = error.details?.fix;
-        if (typeof fix === "string") say(`  ${fix}`);
-        const again = await prompt.ask("Try again? [Y/n] ");
+        const again = await prompt.ask("Try again (your answers are kept)? [Y/n] ");
         if (again === undefined || /^n/i.test(again)) {
-          say("Skipped: the assistant starts, but answers only once a provider is set (Settings page).");
+          say(SKIPPED);
           return false;
         }
+        previous = answers;
+        continue;
       }
+      for (const note of checked.notes) say(`  Note: ${note}.`);
+      if (!checked.unchecked) {
+        writeConfigFile(options.configPath, checked.text);
+        say(`OK: ${checked.check.detail}. Written to ${options.configPath}.`);
+        return true;
+      }
+      say(`That did not work: ${checked.check.detail}`);
+      // A model the provider does not have: its closest name is offered in its place.
+      const suggested = checked.check.reason === "unknown-model" ? checked.check.suggestions?.[0] : undefined;
+      if (suggested) say(`  Trying again offers "${suggested}" at the model's question.`);
+      else if (checked.check.fix) say(`  ${checked.check.fix}`);
+      const next = await prompt.ask("Try again (your answers are kept), save it anyway, or skip? [T/s/n] ");
+      if (next === undefined || /^n/i.test(next)) {
+        say(SKIPPED);
+        return false;
+      }
+      if (/^s/i.test(next)) {
+        writeConfigFile(options.configPath, checked.text);
+        say(`Saved as it is, unchecked: ${options.configPath}. Home and npm run doctor say how it fares.`);
+        return true;
+      }
+      previous = { ...answers, model: suggested ?? answers.model };
     }
   } finally {
     prompt.close();
@@ -79,40 +111,81 @@ export async function runFirstRun(options: FirstRunOptions): Promise<boolean> {
   }
 }
 
-/** One round of questions; undefined when the owner skips (an empty answer, or the end of input). */
-async function askChoice(prompt: Prompt, say: (text?: string) => void): Promise<ProviderChoice | undefined> {
+/** `question [default]: `, or `question: ` without one. */
+const withDefault = (question: string, value: string | undefined): string =>
+  value ? `${question} [${value}]: ` : `${question}: `;
+
+/**
+ * Asks for a key: Enter keeps the one typed before; where none is needed (`optional`), Enter is
+ * none the first time, and a dash removes the one typed.
+ */
+async function askKey(prompt: Prompt, question: string, previous: string | undefined, optional: boolean) {
+  const hint = previous
+    ? ` [Enter keeps the one typed${optional ? '; "-" for none' : ""}]`
+    : optional
+      ? " (Enter for none)"
+      : "";
+  const typed = await prompt.ask(`${question}${hint}: `, { secret: true });
+  if (typed === undefined) return undefined;
+  if (optional && typed === "-") return "";
+  return typed || previous || "";
+}
+
+/**
+ * One round of questions, each offering the answer given before as its default; undefined when the
+ * owner skips (an empty first answer, or the end of input).
+ */
+async function askChoice(
+  prompt: Prompt,
+  say: (text?: string) => void,
+  previous?: Answers,
+): Promise<Answers | undefined> {
   say();
   say("  1) Anthropic (Claude), with an API key");
   say("  2) another provider (openai, google, openrouter, groq, mistral, xai…), with an API key");
   say("  3) a local model or a server of your own (Ollama, llama.cpp, vLLM, LM Studio, a proxy)");
-  const which = await prompt.ask("Which one? [1/2/3, Enter to skip] ");
+  const typed = await prompt.ask(
+    previous ? `Which one? [${previous.which}] ` : "Which one? [1/2/3, Enter to skip] ",
+  );
+  if (typed === undefined) return undefined;
+  const which = typed || previous?.which;
   if (!which) return undefined;
+  const same = previous?.which === which ? previous : undefined;
   if (which === "1") {
-    const apiKey = await prompt.ask("Anthropic API key (sk-ant-…): ", { secret: true });
+    const apiKey = await askKey(prompt, "Anthropic API key (sk-ant-…)", same?.apiKey ?? undefined, false);
     if (!apiKey) return undefined;
-    const model = (await prompt.ask("Model [claude-sonnet-4-5]: ")) || "claude-sonnet-4-5";
-    return { provider: "anthropic", model, apiKey };
+    const model = await askModel(prompt, "Model", same?.model ?? "claude-sonnet-4-5");
+    if (!model) return undefined;
+    return { which, provider: "anthropic", model, apiKey };
   }
   if (which === "2") {
-    const provider = await prompt.ask("Provider id (as pi-ai names it, e.g. openai): ");
+    const provider = await askProvider(prompt, say, same?.provider);
     if (!provider) return undefined;
-    const model = await prompt.ask("Model id (e.g. gpt-4.1): ");
+    const model = await askModel(prompt, same?.model ? "Model id" : "Model id (e.g. gpt-4.1)", same?.model);
     if (!model) return undefined;
-    const apiKey = await prompt.ask(`${provider} API key: `, { secret: true });
+    const apiKey = await askKey(prompt, `${provider} API key`, same?.apiKey ?? undefined, false);
     if (!apiKey) return undefined;
-    return { provider, model, apiKey };
+    return { which, provider, model, apiKey };
   }
   if (which === "3") {
-    const baseUrl =
-      (await prompt.ask("Server address [http://localhost:11434/v1, Ollama's]: ")) ||
-      "http://localhost:11434/v1";
-    const anthropic = /^a/i.test(
-      (await prompt.ask("Does it speak OpenAI's API or Anthropic's? [O/a] ")) ?? "",
+    const baseUrl = await askAddress(prompt, say, same?.baseUrl);
+    if (!baseUrl) return undefined;
+    const wasAnthropic = same?.api === "anthropic-messages";
+    const speaks = await prompt.ask(
+      `Does it speak OpenAI's API or Anthropic's? [${wasAnthropic ? "o/A" : "O/a"}] `,
     );
-    const model = await prompt.ask("Model id as the server names it (e.g. llama3.1:8b): ");
+    if (speaks === undefined) return undefined;
+    const anthropic = speaks ? /^a/i.test(speaks) : wasAnthropic;
+    const model = await askModel(
+      prompt,
+      same?.model ? "Model id as the server names it" : "Model id as the server names it (e.g. llama3.1:8b)",
+      same?.model,
+    );
     if (!model) return undefined;
-    const apiKey = await prompt.ask("API key (Enter for none): ", { secret: true });
+    const apiKey = await askKey(prompt, "API key", same?.apiKey ?? undefined, true);
+    if (apiKey === undefined) return undefined;
     return {
+      which,
       provider: "local",
       model,
       baseUrl,
@@ -121,7 +194,51 @@ async function askChoice(prompt: Prompt, say: (text?: string) => void): Promise<
     };
   }
   say(`"${which}" is not one of 1, 2 or 3.`);
-  return askChoice(prompt, say);
+  return askChoice(prompt, say, previous);
+}
+
+async function askModel(prompt: Prompt, question: string, previous: string | undefined) {
+  const typed = await prompt.ask(withDefault(question, previous));
+  if (typed === undefined) return undefined;
+  return typed || previous;
+}
+
+/** A provider's name, asked until it is one the assistant knows (with the closest names when not). */
+async function askProvider(prompt: Prompt, say: (text?: string) => void, previous: string | undefined) {
+  for (;;) {
+    const typed = await prompt.ask(withDefault("Provider (e.g. openai)", previous));
+    if (typed === undefined) return undefined;
+    const provider = typed || previous;
+    if (!provider) return undefined;
+    const unknown = unknownProviderMessage(provider);
+    if (!unknown) return provider;
+    const near = closestNames(provider, knownProviders());
+    say(
+      near.length > 0
+        ? `No provider "${provider}" is known. Did you mean ${quotedList(near)}?`
+        : `No provider "${provider}" is known. The providers are ${knownProviders().join(", ")}.`,
+    );
+    say("  (For a server of your own, choose 3.)");
+  }
+}
+
+/** A server's address, asked until it is one: `http://` is put in front of one typed without it. */
+async function askAddress(prompt: Prompt, say: (text?: string) => void, previous: string | undefined) {
+  const fallback = previous ?? "http://localhost:11434/v1";
+  for (;;) {
+    const typed = await prompt.ask(
+      previous
+        ? withDefault("Server address", previous)
+        : "Server address [http://localhost:11434/v1, Ollama's]: ",
+    );
+    if (typed === undefined) return undefined;
+    const address = typedAddress(typed || fallback);
+    if ("url" in address) {
+      if (address.note) say(`  Note: ${address.note}.`);
+      return address.url;
+    }
+    say(address.error);
+  }
 }
 
 /** Questions over a line reader; a secret answer is not echoed to a terminal. */

@@ -14,17 +14,24 @@ export interface MainOptions {
   ownSiblings?: AppOptions["ownSiblings"];
 }
 
+/** The app `main` runs: the current one, across restarts. */
+export interface MainApp {
+  close(): Promise<void>;
+}
+
 /**
  * Starts the app as this process's job and shuts it down cleanly on SIGINT/SIGTERM (the embedded
  * database must close). `main.ts` (the image) and `start-local.ts` (`npm start`) call it; it is
  * not an entry itself, so a bundle holding both never starts the app twice. A start refused for a
  * reason of this machine (another instance on the data directory, a port in use, a directory it
- * may not write) ends in one line saying how to fix it, not a stack trace.
+ * may not write) ends in one line saying how to fix it, not a stack trace. The app may ask to be
+ * restarted (the Settings page, for a provider it saved): it is closed and started again in this
+ * process, config.toml read again, the siblings and the data directory's lock kept.
  */
 export async function main(
   env: NodeJS.ProcessEnv = process.env,
   options: MainOptions = {},
-): Promise<RunningApp> {
+): Promise<MainApp> {
   const logger = createLogger("app");
   const beforeExit = options.beforeExit ?? (async () => {});
   let app: RunningApp;
@@ -35,33 +42,51 @@ export async function main(
     await beforeExit();
     return exitForRefusal(error, env, logger);
   }
-  try {
-    app = await startApp({
-      env,
-      logger,
-      wake: options.wake,
-      instanceLock: lock,
-      ownSiblings: options.ownSiblings,
-    });
-  } catch (error) {
-    await beforeExit();
-    lock.release();
-    return exitForRefusal(error, env, logger);
-  }
   let closing = false;
+  let restarting: Promise<void> | undefined;
+  const start = async (): Promise<RunningApp> => {
+    try {
+      return await startApp({
+        env,
+        logger,
+        wake: options.wake,
+        instanceLock: lock,
+        ownSiblings: options.ownSiblings,
+        restart: () => void restart(),
+      });
+    } catch (error) {
+      await beforeExit();
+      lock.release();
+      return exitForRefusal(error, env, logger);
+    }
+  };
+  const restart = (): Promise<void> =>
+    (restarting ??= (async () => {
+      if (closing) return;
+      logger.info("restarting: config.toml is read again (asked for on the Settings page)");
+      await app.close();
+      app = await start();
+      logger.info("restarted");
+    })().finally(() => (restarting = undefined)));
+  app = await start();
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
     logger.info("shutting down", { signal });
     // A start meanwhile (a restart) waits for this one instead of being refused.
     lock.markStopping();
-    void app
-      .close()
+    void (restarting ?? Promise.resolve())
+      .then(() => app.close())
       .then(beforeExit)
       .then(() => lock.release())
       .then(() => process.exit(0));
   };
   process.on("SIGINT", () => shutdown("SIGINT"));
   process.on("SIGTERM", () => shutdown("SIGTERM"));
-  return app;
+  return {
+    async close() {
+      await restarting;
+      await app.close();
+    },
+  };
 }

@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { EXIT_CONFIG, EXIT_IN_USE, createLogger, errorMessage, parseEnv } from "@stavrobot/common";
-import type { RunningApp } from "../app.js";
+import type { MainApp } from "./run.js";
 import { APP_LAYOUT } from "./app-dir.js";
 import { loadConfig, type AppConfig } from "./config.js";
 import { parseAppEnv } from "./env.js";
@@ -245,7 +245,7 @@ const stopSiblings = async () => {
 // Meanwhile, the embedded database's WebAssembly is read and compiled (the app awaits it, and
 // answers its failure).
 if (!usesServer(env)) loadPglite().catch(() => undefined);
-const app: Promise<RunningApp> = import("./run.js").then(({ main }) =>
+const app: Promise<MainApp> = import("./run.js").then(({ main }) =>
   main(
     {
       ...env,

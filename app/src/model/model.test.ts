@@ -45,8 +45,30 @@ describe("resolveModel", () => {
 
   it("describes an id pi-ai does not list by its closest listed model, under the new id", () => {
     const { model, origin } = resolveModel(settings({ model: "claude-sonnet-5" }));
-    expect(origin).toEqual({ kind: "template", template: "claude-sonnet-4-6" });
+    expect(origin).toEqual({ kind: "template", template: "claude-sonnet-4-6", priced: true });
     expect(model).toEqual({ ...sonnet46, id: "claude-sonnet-5", name: "claude-sonnet-5" });
+  });
+
+  it("prices a model only as a new version of its own line, never a misspelling or another line", () => {
+    const free = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+    // A misspelling is described by the model it resembles, named, and not priced as it.
+    const typo = resolveModel(settings({ model: "claude-sonet-4-5" }));
+    expect(typo.origin).toMatchObject({ kind: "template", template: "claude-sonnet-4-5", priced: false });
+    expect(typo.origin.kind === "template" && typo.origin.misspelling?.[0]).toBe("claude-sonnet-4-5");
+    expect(typo.model.cost).toEqual(free);
+    const spelling = resolveModel(settings({ model: "Claude-Sonnet-4.5" }));
+    expect(spelling.origin).toMatchObject({ priced: false, misspelling: ["claude-sonnet-4-5"] });
+    // A new line borrows the family's figures but not its prices.
+    const line = resolveModel(settings({ model: "claude-mythos-1" }));
+    expect(line.origin).toMatchObject({ kind: "template", template: "claude-opus-4-7", priced: false });
+    expect(line.model.cost).toEqual(free);
+    // Prices config.toml gives count all the same.
+    const told = resolveModel(settings({ model: "claude-mythos-1", cost: { input: 20, output: 80 } }));
+    expect(told.model.cost).toEqual({ input: 20, output: 80, cacheRead: 0, cacheWrite: 0 });
+    // A new snapshot of a listed model is of its line.
+    expect(resolveModel(settings({ model: "claude-haiku-4-5-20260101" })).origin).toMatchObject({
+      priced: true,
+    });
   });
 
   it("applies config.toml's figures over the template", () => {
@@ -72,7 +94,7 @@ describe("resolveModel", () => {
     const proxied = resolveModel(
       settings({ model: "claude-sonnet-5", baseUrl: "http://127.0.0.1:9", api: "anthropic-messages" }),
     );
-    expect(proxied.origin).toEqual({ kind: "template", template: "claude-sonnet-4-6" });
+    expect(proxied.origin).toEqual({ kind: "template", template: "claude-sonnet-4-6", priced: true });
     expect(proxied.model.baseUrl).toBe("http://127.0.0.1:9");
     // A local server named after a family the provider lists is still a custom endpoint.
     const local = resolveModel(
@@ -111,15 +133,30 @@ describe("resolveModel", () => {
     });
   });
 
-  it("refuses an id of no listed family without a baseUrl, naming the key and the way out", () => {
+  it("refuses an id of no listed family without a baseUrl, naming the key, the closest and the way out", () => {
     const message = configError(() => resolveModel(settings({ model: "llama3.1:8b" })));
     expect(message).toContain('key "model"');
-    expect(message).toContain('pi-ai knows no model "llama3.1:8b" for provider "anthropic"');
+    expect(message).toContain(
+      'provider "anthropic" has no model "llama3.1:8b" (none is close; it has "claude-',
+    );
     expect(message).toContain('start with "claude"');
     expect(message).toContain("set baseUrl and api");
-    expect(configError(() => resolveModel(settings({ provider: "nobody", model: "m" })))).toContain(
-      'provider "nobody"',
+    expect(message).not.toContain("pi-ai");
+  });
+
+  it("refuses a provider it does not know without a baseUrl, with the closest names and no library's", () => {
+    const typo = configError(() =>
+      resolveModel(settings({ provider: "antropic", model: "claude-sonnet-4-5" })),
     );
+    expect(typo).toContain('key "provider": no provider "antropic" is known (did you mean "anthropic"?)');
+    expect(typo).toContain("the providers are amazon-bedrock, anthropic,");
+    expect(typo).toContain("set baseUrl and api");
+    expect(typo).not.toContain("pi-ai");
+    const far = configError(() => resolveModel(settings({ provider: "nobody", model: "m" })));
+    expect(far).toContain('no provider "nobody" is known; the providers are');
+    // Behind a baseUrl, any name will do: the server's.
+    const local = { model: "m", baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions" } as const;
+    expect(resolveModel(settings({ provider: "antropic", ...local })).origin).toEqual({ kind: "custom" });
   });
 
   it("refuses a window smaller than the output limit, naming the key config.toml set", () => {
@@ -160,6 +197,19 @@ describe("describeModel", () => {
     });
     expect(told?.level).toBe("info");
     expect(told?.message).toContain('"claude-sonnet-4-6"');
+  });
+
+  it("warns of a probable misspelling with the ids it resembles, and of a model it does not price", () => {
+    const typo = describeFor({ model: "claude-sonet-4-5" });
+    expect(typo?.level).toBe("warn");
+    expect(typo?.message).toContain(
+      'model "claude-sonet-4-5" is not one anthropic lists (did you mean "claude-sonnet-4-5"',
+    );
+    expect(typo?.message).toContain("not priced as it");
+    expect(typo?.fields).toMatchObject({ didYouMean: expect.arrayContaining(["claude-sonnet-4-5"]) });
+    expect(describeFor({ model: "claude-mythos-1" })?.message).toContain(
+      "not priced as it: its calls count as $0 and budgets never stop them until config.toml sets cost",
+    );
   });
 
   it("warns that a free custom endpoint escapes the budgets", () => {

@@ -3,6 +3,7 @@ import { ConfigError, errorMessage, type Logger } from "@stavrobot/common";
 import { CredentialsFile } from "../auth/credentials-file.js";
 import { OAuthKeys } from "../auth/oauth-keys.js";
 import type { AppConfig } from "../boot/config.js";
+import { closestNames, misspelledIds, quotedList, suggestion } from "./names.js";
 import { closestModel, idParts } from "./template.js";
 
 /** What config.toml may say about the model's limits and prices (US$ per million tokens). */
@@ -15,10 +16,14 @@ const COST_KEYS = ["input", "output", "cacheRead", "cacheWrite"] as const;
 
 /** Where the model's description came from, for the start-up log. */
 export type ModelOrigin =
-  /** pi-ai lists the model. */
+  /** The built-in list has the model. */
   | { kind: "listed" }
-  /** pi-ai does not list it: the provider's closest listed model stood in for it. */
-  | { kind: "template"; template: string }
+  /**
+   * The list does not have it: the provider's closest listed model stood in for it. `priced`: its
+   * prices were taken too, which they are only for a new version of the same line (not a new line,
+   * nor a probable misspelling). `misspelling`: the listed ids the id looks like a misspelling of.
+   */
+  | { kind: "template"; template: string; priced: boolean; misspelling?: string[] }
   /** A custom endpoint's model, described by config.toml alone. */
   | { kind: "custom" };
 
@@ -34,35 +39,79 @@ export const CUSTOM_ENDPOINT_DEFAULTS = {
   cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
 } as const;
 
-function listedModels(provider: string): Model<Api>[] {
+/** The providers the built-in model list knows, by the name config.toml gives them. */
+export function knownProviders(): string[] {
+  return [...(getProviders() as string[])].sort();
+}
+
+/** The models the built-in list has for `provider` (none for a provider it does not know). */
+export function listedModels(provider: string): Model<Api>[] {
   if (!(getProviders() as string[]).includes(provider)) return [];
   return getModels(provider as Parameters<typeof getModels>[0]) as Model<Api>[];
 }
 
 /**
- * Picks the model from config: a model of pi-ai's registry (optionally pointed at another
- * `baseUrl`); for an id the registry does not list, the provider's closest listed model as a
- * template (`closestModel`); else a hand-built model for a custom Anthropic or OpenAI-compatible
- * endpoint. `contextWindow`, `maxTokens` and `cost` from config.toml apply to each.
+ * Why `provider` cannot be used without a baseUrl, or undefined when it can: it is not one the
+ * built-in list knows, with the closest names.
+ */
+export function unknownProviderMessage(provider: string): string | undefined {
+  const known = knownProviders();
+  if (known.includes(provider)) return undefined;
+  const near = closestNames(provider, known);
+  return (
+    `no provider "${provider}" is known${near.length > 0 ? ` (did you mean ${quotedList(near)}?)` : ""}; ` +
+    `the providers are ${known.join(", ")}. For a server of your own, set baseUrl and api (see config.example.toml)`
+  );
+}
+
+/** Whether a template gives its prices too: only to a new version or snapshot of its own line. */
+function sameLine(id: string, template: string): boolean {
+  const [a, b] = [idParts(id), idParts(template)];
+  return a.family === b.family && a.words.size === b.words.size && [...a.words].every((w) => b.words.has(w));
+}
+
+/**
+ * Picks the model from config: a model of the built-in list (optionally pointed at another
+ * `baseUrl`); for an id the list does not have, the provider's closest listed model as a template
+ * (`closestModel`), priced as it only when it is of the same line and not a probable misspelling;
+ * else a hand-built model for a custom Anthropic or OpenAI-compatible endpoint. `contextWindow`,
+ * `maxTokens` and `cost` from config.toml apply to each. An unknown provider without a baseUrl is
+ * refused with the closest names.
  */
 export function resolveModel(config: ModelSettings): ResolvedModel {
+  if (!config.baseUrl) {
+    const unknown = unknownProviderMessage(config.provider);
+    if (unknown) throw new ConfigError(`Invalid config: key "provider": ${unknown}`);
+  }
   const listed = listedModels(config.provider);
   const known = listed.find((m) => m.id === config.model);
   if (known) return { model: withSettings(known, config), origin: { kind: "listed" } };
-  const template = closestModel(config.model, listed);
+  const misspelling = misspelledIds(
+    config.model,
+    listed.map((m) => m.id),
+  );
+  // A probable misspelling is described by the model it resembles most, a new id by its line's.
+  const template = listed.find((m) => m.id === misspelling?.[0]) ?? closestModel(config.model, listed);
   // Behind a baseUrl, a template is only taken when it speaks the API that endpoint was said to.
   if (template && (!config.baseUrl || template.api === config.api)) {
+    const priced = !misspelling && sameLine(config.model, template.id);
+    const base = { ...template, id: config.model, name: config.model };
+    if (!priced) base.cost = { ...CUSTOM_ENDPOINT_DEFAULTS.cost };
     return {
-      model: withSettings({ ...template, id: config.model, name: config.model }, config),
-      origin: { kind: "template", template: template.id },
+      model: withSettings(base, config),
+      origin: { kind: "template", template: template.id, priced, ...(misspelling ? { misspelling } : {}) },
     };
   }
   if (!config.baseUrl) {
     const families = [...new Set(listed.map((m) => `"${idParts(m.id).family}"`))].slice(0, 8);
+    const { text } = suggestion(
+      config.model,
+      listed.map((m) => m.id),
+    );
     throw new ConfigError(
-      `Invalid config: key "model": pi-ai knows no model "${config.model}" for provider "${config.provider}"` +
+      `Invalid config: key "model": provider "${config.provider}" has no model "${config.model}"` +
         (listed.length > 0
-          ? ` and none of its family to take as a template (that provider's model ids start with ${families.join(", ")})`
+          ? ` (${text}), and none of its family to stand in for it (its model ids start with ${families.join(", ")})`
           : "") +
         "; set baseUrl and api to use a custom endpoint (see config.example.toml)",
     );
@@ -114,9 +163,11 @@ function withSettings(base: Model<Api>, config: ModelSettings): Model<Api> {
 }
 
 /**
- * The start-up log's line about a model pi-ai does not list (none for one it lists): where its
- * description came from and the figures budgets and compaction go by. A template is a guess, and
- * a free custom endpoint escapes the budgets: warnings, until config.toml gives the figures.
+ * The start-up log's line about a model the built-in list does not have (none for one it has):
+ * where its description came from and the figures budgets and compaction go by. A template is a
+ * guess, a probable misspelling is named with the ids it resembles, and a model without prices (a
+ * free custom endpoint, a template of another line) escapes the budgets: warnings, until
+ * config.toml gives the figures.
  */
 export function describeModel(
   { model, origin }: ResolvedModel,
@@ -135,12 +186,26 @@ export function describeModel(
       config.contextWindow !== undefined &&
       config.maxTokens !== undefined &&
       COST_KEYS.every((key) => config.cost?.[key] !== undefined);
+    const costSet = COST_KEYS.some((key) => config.cost?.[key] !== undefined);
+    const unpriced =
+      origin.priced || costSet
+        ? ""
+        : `; not priced as it: its calls count as $0 and budgets never stop them until config.toml sets cost`;
+    const head = origin.misspelling
+      ? `model "${model.id}" is not one ${model.provider} lists (did you mean ${quotedList(origin.misspelling)}?): ` +
+        `it is sent as written, and described by "${origin.template}"`
+      : `pi-ai does not list model "${model.id}": using ${model.provider}'s "${origin.template}" as its template`;
     return {
-      level: configured ? "info" : "warn",
+      level: configured && !origin.misspelling ? "info" : "warn",
       message:
-        `pi-ai does not list model "${model.id}": using ${model.provider}'s "${origin.template}" as its template` +
+        head +
+        unpriced +
         (configured ? "" : " (set contextWindow, maxTokens and cost in config.toml where they differ)"),
-      fields: { ...fields, template: origin.template },
+      fields: {
+        ...fields,
+        template: origin.template,
+        ...(origin.misspelling ? { didYouMean: origin.misspelling } : {}),
+      },
     };
   }
   const free = COST_KEYS.every((key) => model.cost[key] === 0);
@@ -155,6 +220,9 @@ export function describeModel(
 }
 
 export type ApiKeySource = (provider: string) => Promise<string | undefined>;
+
+/** What a custom endpoint is sent when config.toml gives it no key (Ollama and friends need none). */
+export const NO_KEY = "no-key";
 
 export interface KeySource {
   /** Never throws (pi-agent-core's rule): undefined when there is no key. */
@@ -187,7 +255,7 @@ export function createApiKeySource(
         error: errorMessage(error),
       });
     }
-    return config.baseUrl ? "no-key" : undefined;
+    return config.baseUrl ? NO_KEY : undefined;
   };
   return { getApiKey, oauth };
 }

@@ -4,10 +4,17 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Browser } from "playwright-core";
 import { silentLogger } from "@stavrobot/common";
-import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
+import {
+  FAKE_ANTHROPIC_MODELS,
+  startFakeAnthropic,
+  textTurn,
+  type FakeLlmServer,
+} from "@stavrobot/common/test-support";
 import { startApp } from "../../src/app.js";
+import { loadConfig } from "../../src/boot/config.js";
 import { readFullBackup, restoreFullBackup } from "../../src/db/full-restore.js";
 import { PASSWORD, configFor, createTestEnv, post, type TestEnv } from "../helpers/app.js";
+import { raw } from "../helpers/http.js";
 import { freePort } from "../helpers/process.js";
 import { startProduct, type Product } from "../helpers/product.js";
 import {
@@ -183,4 +190,130 @@ describeInBrowser("the Settings page in Chromium", () => {
     expectNoProblems(owner);
     await owner.context.close();
   }, 180_000);
+});
+
+/**
+ * The provider set on the Settings page of a first start (`npm start`, config.toml without a key):
+ * a misspelt model is refused with the closest names to pick from, a model the server does not
+ * list can be saved anyway, a server without a model list is checked with one tiny request, the
+ * local-server form writes the provider `local` as the terminal's questions do, and the restart it
+ * waits for is one button away, after which Home and the assistant use it.
+ */
+describeInBrowser("the Settings page of a first start in Chromium", () => {
+  let firstBrowser: Browser;
+  let listing: FakeLlmServer;
+  let unlisted: FakeLlmServer;
+  let firstEnv: TestEnv;
+  let first: Product;
+  /** A restart cuts the page's connections for a moment: the browser says so in its console. */
+  const RESTART_NOISE = [/ERR_CONNECTION_REFUSED|Failed to load resource|ERR_EMPTY_RESPONSE|net::ERR_/];
+
+  beforeAll(async () => {
+    listing = await startFakeAnthropic({ models: FAKE_ANTHROPIC_MODELS });
+    unlisted = await startFakeAnthropic({ modelList: false });
+    firstEnv = await createTestEnv(
+      `provider = "anthropic"\nmodel = "claude-sonnet-4-5"\npassword = "${PASSWORD}"\n`,
+    );
+    [firstBrowser, first] = await Promise.all([launchBrowser(), startProduct(firstEnv)]);
+  });
+
+  afterAll(async () => {
+    await firstBrowser?.close();
+    await first?.stop();
+    await listing?.close();
+    await unlisted?.close();
+    await firstEnv?.cleanup();
+  });
+
+  const configText = () => readFileSync(firstEnv.env.CONFIG_PATH as string, "utf8");
+
+  it("offers the closest names for a misspelt model, and saves one the server does not list anyway", async () => {
+    const owner = await ownerContext(firstBrowser, first.port);
+    const { page } = owner;
+    await page.goto("/settings");
+    await page.locator("#key-state", { hasText: "No key is set" }).waitFor();
+    await page.check('input[name="where"][value="endpoint"]');
+    await page.fill("#base-url", listing.url);
+    await page.selectOption("#api", "anthropic-messages");
+    await page.fill("#model", "claude-sonet-4-5");
+    await page.fill("#api-key", "sk-ant-api03-from-the-page");
+    await page.click("#provider-save");
+    const error = page.locator("#provider-error");
+    await error.waitFor();
+    expect(await error.textContent()).toContain('the provider lists no model "claude-sonet-4-5"');
+    const suggestion = page.locator('#provider-suggestions button[data-name="claude-sonnet-4-5-20250929"]');
+    await suggestion.waitFor();
+    expect(await page.isVisible("#provider-save-anyway")).toBe(true);
+    expect(configText()).not.toContain("claude-sonet-4-5");
+    await screenshot(page, "settings-did-you-mean");
+    await suggestion.click();
+    expect(await page.inputValue("#model")).toBe("claude-sonnet-4-5-20250929");
+
+    // A model the server does not list, written all the same when the owner says so.
+    await page.fill("#model", "my-own-fine-tune");
+    await page.fill("#api-key", "sk-ant-api03-from-the-page");
+    await page.click("#provider-save");
+    await page.locator("#provider-save-anyway:visible").waitFor();
+    await page.fill("#api-key", "sk-ant-api03-from-the-page");
+    await page.click("#provider-save-anyway");
+    await page.locator("#provider-status", { hasText: "Saved in config.toml as it is, unchecked" }).waitFor();
+    expect(configText()).toContain('model = "my-own-fine-tune"');
+    expectNoProblems(owner, [/status of 400/]);
+    await owner.context.close();
+  });
+
+  it("writes the local-server form's provider as local, checks a server without a list, and restarts into it", async () => {
+    const owner = await ownerContext(firstBrowser, first.port);
+    const { page } = owner;
+    await page.goto("/");
+    const banner = page.locator("#provider-banner");
+    await banner.waitFor();
+    expect(await banner.textContent()).toContain("used after a restart");
+    await page.goto("/settings");
+    await page.locator("#provider-restart-now").waitFor();
+    // Back to the provider's service, then the form for a server of one's own: not "anthropic".
+    await page.check('input[name="where"][value="provider"]');
+    await page.fill("#provider", "anthropic");
+    await page.check('input[name="where"][value="endpoint"]');
+    expect(await page.inputValue("#provider")).toBe("local");
+    await page.fill("#base-url", `${unlisted.url}/v1`);
+    await page.selectOption("#api", "anthropic-messages");
+    await page.fill("#model", "claude-sonnet-4-5");
+    await page.check("#remove-key");
+    unlisted.enqueue(textTurn("H"));
+    await page.click("#provider-save");
+    const status = page.locator("#provider-status");
+    await page.locator("#provider-status", { hasText: "one-token request" }).waitFor();
+    expect(await status.textContent()).toContain("taken without /v1");
+    expect(await status.textContent()).toContain("It is used after a restart.");
+    const config = loadConfig(firstEnv.env.CONFIG_PATH as string);
+    // A model the price list knows, at a server of one's own: free, as the terminal's questions make it.
+    expect(config).toMatchObject({ provider: "local", model: "claude-sonnet-4-5", baseUrl: unlisted.url });
+    expect(config.apiKey).toBeUndefined();
+
+    await page.click("#provider-restart-now");
+    await page
+      .locator("#provider-status", { hasText: "Restarted: local/claude-sonnet-4-5 is in use now." })
+      .waitFor({
+        timeout: 90_000,
+      });
+    expect(await page.isHidden("#provider-restart")).toBe(true);
+    await screenshot(page, "settings-restarted");
+
+    // Home and the assistant use it: no banner, and an answer from the server.
+    unlisted.enqueue(textTurn("Hello from the server set on the page."));
+    const chat = await post(first.port, "/chat", { message: "hi" });
+    expect(chat.body.response).toBe("Hello from the server set on the page.");
+    // Home's check asks the server without a list once this start, with a one-token request.
+    unlisted.enqueue(textTurn("H"));
+    await page.goto("/");
+    await page.locator('#checks [data-check="provider"] .badge.ok').waitFor();
+    expect(await banner.isHidden()).toBe(true);
+    expect(await page.locator('[data-check="provider"]').textContent()).toContain("one-token request");
+    // Counted free: not at Claude's list price.
+    const usage = await raw(first.port, "GET", "/api/usage");
+    expect(usage.json.model).toMatchObject({ id: "claude-sonnet-4-5", priced: false });
+    expectNoProblems(owner, RESTART_NOISE);
+    await owner.context.close();
+  }, 150_000);
 });

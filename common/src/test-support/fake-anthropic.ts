@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   asArray,
   flattenText,
@@ -210,6 +210,17 @@ function writeJson(res: ServerResponse, reply: Reply): void {
   });
 }
 
+/** What the fake lists by default: ids as Anthropic lists them (dated snapshots, newer ones bare). */
+export const FAKE_ANTHROPIC_MODELS = [
+  "claude-opus-4-7",
+  "claude-sonnet-4-6",
+  "claude-haiku-4-5-20251001",
+  "claude-sonnet-4-5-20250929",
+  "claude-opus-4-1-20250805",
+  "claude-sonnet-4-20250514",
+  "claude-3-5-haiku-20241022",
+] as const;
+
 export interface FakeAnthropicOptions {
   /**
    * Emulate prompt caching (default): usage reports cache reads and writes as the API would.
@@ -217,6 +228,17 @@ export interface FakeAnthropicOptions {
    * reading it (the turn benchmark, where the fake's own time would count as the product's).
    */
   promptCache?: boolean;
+  /**
+   * The models it has (default `FAKE_ANTHROPIC_MODELS`), each also by its alias without the date.
+   * Given, a message for another model is refused as the API refuses it (404 not_found_error);
+   * by default any model is answered.
+   */
+  models?: readonly string[];
+  /**
+   * false: no `GET /v1/models` routes at all (404 with a proxy's plain body), as some proxies and
+   * local servers speaking the Messages API have none.
+   */
+  modelList?: boolean;
 }
 
 function uncachedUsage(res: ServerResponse): AnthropicInputUsage {
@@ -224,14 +246,75 @@ function uncachedUsage(res: ServerResponse): AnthropicInputUsage {
   return { input_tokens: tokensForChars(bytes), cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
 }
 
+const withoutDate = (id: string): string => id.replace(/-\d{8}$/, "");
+
+function modelInfo(id: string): Record<string, unknown> {
+  const date = /-(\d{4})(\d{2})(\d{2})$/.exec(id);
+  return {
+    type: "model",
+    id,
+    display_name: id,
+    created_at: date ? `${date[1]}-${date[2]}-${date[3]}T00:00:00Z` : "2026-01-01T00:00:00Z",
+  };
+}
+
+/** A missing key, or one containing "invalid" (a key Anthropic does not know), refused as the API does. */
+function refusedKey(req: IncomingMessage, res: ServerResponse): boolean {
+  const key = req.headers["x-api-key"];
+  if (typeof key === "string" && !key.includes("invalid")) return false;
+  sendJson(res, 401, {
+    type: "error",
+    error: { type: "authentication_error", message: "invalid x-api-key" },
+  });
+  return true;
+}
+
+function notFoundModel(res: ServerResponse, id: string): void {
+  sendJson(res, 404, { type: "error", error: { type: "not_found_error", message: `model: ${id}` } });
+}
+
+/** `GET /v1/models` (paged by `limit` and `after_id`) and `GET /v1/models/{id}` (ids and aliases). */
+function answerModels(req: IncomingMessage, res: ServerResponse, models: readonly string[]): boolean {
+  const url = new URL(req.url ?? "/", "http://localhost");
+  if (req.method !== "GET" || !url.pathname.startsWith("/v1/models")) return false;
+  if (refusedKey(req, res)) return true;
+  if (url.pathname === "/v1/models") {
+    const limit = Math.min(1000, Math.max(1, Number(url.searchParams.get("limit") ?? 20)));
+    const after = url.searchParams.get("after_id");
+    const start = after ? models.indexOf(after) + 1 : 0;
+    const page = models.slice(start, start + limit).map(modelInfo);
+    sendJson(res, 200, {
+      data: page,
+      has_more: start + limit < models.length,
+      first_id: page[0]?.id ?? null,
+      last_id: page.at(-1)?.id ?? null,
+    });
+    return true;
+  }
+  const id = decodeURIComponent(url.pathname.slice("/v1/models/".length));
+  const found = models.find((model) => model === id || withoutDate(model) === id);
+  if (found) sendJson(res, 200, modelInfo(found));
+  else notFoundModel(res, id);
+  return true;
+}
+
 function createAnthropicProtocol(options: FakeAnthropicOptions): FakeProtocol {
   const cache = new AnthropicPromptCache();
   const promptCache = options.promptCache ?? true;
+  const models = options.models ?? FAKE_ANTHROPIC_MODELS;
   let toolIds = 0;
   let messageIds = 0;
   return {
     completionPath: "/v1/messages",
     lastUserText: anthropicLastUserText,
+    refuse(req, res, body) {
+      if (refusedKeyOnMessages(req, res)) return true;
+      const model = isRecord(body) ? String(body.model) : "";
+      if (!options.models || options.models.some((id) => id === model || withoutDate(id) === model))
+        return false;
+      notFoundModel(res, model);
+      return true;
+    },
     async writeTurn(res, turn, body, signal) {
       const reply: Reply = {
         message: {
@@ -251,31 +334,25 @@ function createAnthropicProtocol(options: FakeAnthropicOptions): FakeProtocol {
     },
     reset: () => cache.clear(),
     handleOther(req, res) {
-      const path = new URL(req.url ?? "/", "http://localhost").pathname;
-      if (req.method !== "GET" || path !== "/v1/models") return false;
-      // As the real API: a missing or unknown key is refused before anything is listed. A key
-      // containing "invalid" stands for one Anthropic does not know.
-      const key = req.headers["x-api-key"];
-      if (typeof key !== "string" || key.includes("invalid")) {
-        sendJson(res, 401, {
-          type: "error",
-          error: { type: "authentication_error", message: "invalid x-api-key" },
-        });
-        return true;
-      }
-      const model = {
-        type: "model",
-        id: "claude-sonnet-4-5",
-        display_name: "Claude Sonnet 4.5",
-        created_at: "2025-09-29T00:00:00Z",
-      };
-      sendJson(res, 200, { data: [model], has_more: false, first_id: model.id, last_id: model.id });
-      return true;
+      if (options.modelList === false) return false;
+      return answerModels(req, res, models);
     },
   };
 }
 
-/** A fake Anthropic Messages API (`POST /v1/messages`, `GET /v1/models`, streaming or not) on 127.0.0.1. */
+/**
+ * A key containing "invalid" is refused on messages too (401), as the API refuses a key it does
+ * not know; a missing key is let through (the tests' local servers are asked without one).
+ */
+function refusedKeyOnMessages(req: IncomingMessage, res: ServerResponse): boolean {
+  const key = req.headers["x-api-key"];
+  return typeof key === "string" && key.includes("invalid") && refusedKey(req, res);
+}
+
+/**
+ * A fake Anthropic Messages API (`POST /v1/messages`, streaming or not; `GET /v1/models` and
+ * `GET /v1/models/{id}`) on 127.0.0.1.
+ */
 export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeLlmServer> {
   return startFakeLlmServer(createAnthropicProtocol(options));
 }

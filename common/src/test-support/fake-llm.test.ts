@@ -2,7 +2,7 @@ import { complete, getModel, stream, Type } from "@mariozechner/pi-ai";
 import type { AssistantMessage, Context, Model, Tool, ToolResultMessage } from "@mariozechner/pi-ai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { setTimeout as sleep } from "node:timers/promises";
-import { startFakeAnthropic } from "./fake-anthropic.js";
+import { FAKE_ANTHROPIC_MODELS, startFakeAnthropic } from "./fake-anthropic.js";
 import { textTurn, toolTurn } from "./fake-llm.js";
 import type { FakeLlmServer } from "./fake-llm.js";
 import { FAKE_OPENAI_MODEL_ID, startFakeOpenAI } from "./fake-openai.js";
@@ -259,5 +259,85 @@ describe("fake OpenAI server with the real pi-ai client", () => {
     expect(reply.errorMessage).toContain("no scripted turn left");
     const models = (await (await fetch(`${fake.url}/v1/models`)).json()) as { data: unknown[] };
     expect(models.data).toEqual([expect.objectContaining({ id: FAKE_OPENAI_MODEL_ID })]);
+  });
+});
+
+describe("the fakes' model listings, as the real APIs answer them", () => {
+  const headers = { "x-api-key": API_KEY, "anthropic-version": "2023-06-01" };
+  const getJson = async (url: string, init: RequestInit = { headers }) => {
+    const response = await fetch(url, init);
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  it("Anthropic: pages the list, resolves an alias, and refuses an unknown model or key", async () => {
+    const fake = await startFakeAnthropic({ models: FAKE_ANTHROPIC_MODELS });
+    try {
+      const first = await getJson(`${fake.url}/v1/models?limit=2`);
+      expect(first.body).toMatchObject({ has_more: true, first_id: FAKE_ANTHROPIC_MODELS[0] });
+      const rest = await getJson(`${fake.url}/v1/models?limit=1000&after_id=${String(first.body.last_id)}`);
+      expect((rest.body.data as unknown[]).length).toBe(FAKE_ANTHROPIC_MODELS.length - 2);
+      expect(rest.body.has_more).toBe(false);
+      const alias = await getJson(`${fake.url}/v1/models/claude-sonnet-4-5`);
+      expect(alias.body).toMatchObject({ type: "model", id: "claude-sonnet-4-5-20250929" });
+      const unknown = await getJson(`${fake.url}/v1/models/claude-sonet-4-5`);
+      expect(unknown).toEqual({
+        status: 404,
+        body: { type: "error", error: { type: "not_found_error", message: "model: claude-sonet-4-5" } },
+      });
+      expect((await getJson(`${fake.url}/v1/models`, { headers: {} })).status).toBe(401);
+      // A message for a model it does not have, through the real client: refused, nothing answered.
+      fake.enqueue(textTurn("never sent"));
+      const model = {
+        ...getModel("anthropic", "claude-sonnet-4-5"),
+        id: "claude-sonet-4-5",
+        baseUrl: fake.url,
+      };
+      const reply = await complete(model, userContext("hi"), { apiKey: API_KEY, maxRetries: 0 });
+      expect(reply.stopReason).toBe("error");
+      expect(reply.errorMessage).toContain("model: claude-sonet-4-5");
+      const refused = await complete({ ...model, id: "claude-sonnet-4-5" }, userContext("hi"), {
+        apiKey: "sk-ant-invalid",
+        maxRetries: 0,
+      });
+      expect(refused.errorMessage).toContain("invalid x-api-key");
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it("a server without a listing answers 404 there, and still answers messages", async () => {
+    const anthropic = await startFakeAnthropic({ modelList: false });
+    const openai = await startFakeOpenAI({ modelList: false });
+    try {
+      expect((await getJson(`${anthropic.url}/v1/models/claude-sonnet-4-5`)).status).toBe(404);
+      expect((await getJson(`${anthropic.url}/v1/models`)).status).toBe(404);
+      expect((await getJson(`${openai.url}/v1/models`)).status).toBe(404);
+      anthropic.enqueue(textTurn("still here"));
+      const model = { ...getModel("anthropic", "claude-sonnet-4-5"), id: "anything", baseUrl: anthropic.url };
+      expect(textOf(await complete(model, userContext("hi"), { apiKey: API_KEY }))).toBe("still here");
+    } finally {
+      await anthropic.close();
+      await openai.close();
+    }
+  });
+
+  it("OpenAI: lists the models it was given and refuses a completion for another", async () => {
+    const fake = await startFakeOpenAI({ models: ["llama3.1:8b", "qwen3:4b"] });
+    try {
+      const list = await getJson(`${fake.url}/v1/models`);
+      expect((list.body.data as { id: string }[]).map((entry) => entry.id)).toEqual([
+        "llama3.1:8b",
+        "qwen3:4b",
+      ]);
+      const answer = await fetch(`${fake.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "llama3:8b", messages: [{ role: "user", content: "hi" }] }),
+      });
+      expect(answer.status).toBe(404);
+      expect(await answer.json()).toMatchObject({ error: { code: "model_not_found" } });
+    } finally {
+      await fake.close();
+    }
   });
 });

@@ -53,6 +53,11 @@ export interface FakeProtocol {
   lastUserText(body: unknown): string;
   /** Writes a successful answer for the turn; must stop writing once `signal` aborts. */
   writeTurn(res: ServerResponse, turn: FakeTurn, body: unknown, signal: AbortSignal): Promise<void>;
+  /**
+   * Answers a completion request the API would refuse before any turn (an unknown model, a key it
+   * does not know), recorded all the same; returns false to let it through.
+   */
+  refuse?(req: IncomingMessage, res: ServerResponse, body: unknown): boolean;
   /** Answers any other route; returns false when the route is unknown. */
   handleOther?(req: IncomingMessage, res: ServerResponse): boolean;
   reset?(): void;
@@ -199,6 +204,7 @@ export async function startFakeLlmServer(protocol: FakeProtocol): Promise<FakeLl
       lastUserText: protocol.lastUserText(body),
     };
     requests.push(request);
+    if (protocol.refuse?.(req, res, body)) return;
     const turn = await nextTurn(request);
     if (!turn) {
       sendJson(res, 500, errorBody(NO_TURN_MESSAGE));

@@ -13,7 +13,7 @@ import {
 } from "./fake-llm.js";
 import type { FakeBlock, FakeLlmServer, FakeProtocol, FakeTurn } from "./fake-llm.js";
 
-/** The single model listed by `GET /v1/models`. */
+/** The single model listed by `GET /v1/models` unless told otherwise. */
 export const FAKE_OPENAI_MODEL_ID = "fake-model";
 
 interface ToolCall {
@@ -148,17 +148,40 @@ function writeJson(res: ServerResponse, reply: Reply): void {
   });
 }
 
-function listModels(res: ServerResponse): void {
-  const model = { id: FAKE_OPENAI_MODEL_ID, object: "model", created: 0, owned_by: "fake" };
-  sendJson(res, 200, { object: "list", data: [model] });
+function listModels(res: ServerResponse, models: readonly string[]): void {
+  const data = models.map((id) => ({ id, object: "model", created: 0, owned_by: "fake" }));
+  sendJson(res, 200, { object: "list", data });
 }
 
-function createOpenAiProtocol(): FakeProtocol {
+export interface FakeOpenAiOptions {
+  /**
+   * The models `GET /v1/models` lists (default: `FAKE_OPENAI_MODEL_ID`). Given, a completion for
+   * another model is refused as OpenAI refuses it (404 model_not_found); by default any is answered.
+   */
+  models?: readonly string[];
+  /** false: no `GET /v1/models` (404), as some local servers and proxies have none. */
+  modelList?: boolean;
+}
+
+function createOpenAiProtocol(options: FakeOpenAiOptions): FakeProtocol {
   let callIds = 0;
   let completionIds = 0;
   return {
     completionPath: "/v1/chat/completions",
     lastUserText: openAiLastUserText,
+    refuse(_req, res, body) {
+      const model = isRecord(body) ? String(body.model) : "";
+      if (!options.models || options.models.includes(model)) return false;
+      sendJson(res, 404, {
+        error: {
+          message: `The model \`${model}\` does not exist or you do not have access to it.`,
+          type: "invalid_request_error",
+          param: null,
+          code: "model_not_found",
+        },
+      });
+      return true;
+    },
     async writeTurn(res, turn, body, signal) {
       const request = isRecord(body) ? body : {};
       const reply: Reply = {
@@ -178,14 +201,14 @@ function createOpenAiProtocol(): FakeProtocol {
     },
     handleOther(req, res) {
       const path = new URL(req.url ?? "/", "http://localhost").pathname;
-      if (req.method !== "GET" || path !== "/v1/models") return false;
-      listModels(res);
+      if (req.method !== "GET" || path !== "/v1/models" || options.modelList === false) return false;
+      listModels(res, options.models ?? [FAKE_OPENAI_MODEL_ID]);
       return true;
     },
   };
 }
 
 /** A fake OpenAI Chat Completions API (`POST /v1/chat/completions`, `GET /v1/models`) on 127.0.0.1. */
-export async function startFakeOpenAI(): Promise<FakeLlmServer> {
-  return startFakeLlmServer(createOpenAiProtocol());
+export async function startFakeOpenAI(options: FakeOpenAiOptions = {}): Promise<FakeLlmServer> {
+  return startFakeLlmServer(createOpenAiProtocol(options));
 }

@@ -1,7 +1,12 @@
-// The Settings page: the model provider (checked by the app with the provider before it is saved;
-// the key is never shown back, only whether one is set) and the backup's download.
+// The Settings page: the model provider (checked by the app with the provider before it is saved,
+// or saved anyway on purpose; the key is never shown back, only whether one is set; a provider
+// that waits for a restart is one button away from use) and the backup's download.
 import { api } from "./lib/api.js";
 import { busy, byId, el, fill, showError } from "./lib/dom.js";
+import { restartAssistant } from "./lib/restart.js";
+
+/** What a server of the owner's is called unless they name the provider it stands in for (free). */
+const LOCAL = "local";
 
 const form = byId("provider-form");
 const field = (id) => byId(id);
@@ -16,8 +21,21 @@ function showWhere() {
   field("base-url").required = where() === "endpoint";
   byId("provider-hint").textContent =
     where() === "endpoint"
-      ? "A name of your choice for this server (e.g. ollama), or the provider it stands in for."
+      ? `"${LOCAL}" for a model of your own (its use counts as free unless config.toml sets its cost), or ` +
+        "the provider a proxy stands in for (then priced by that provider's list)."
       : "One of the providers listed, e.g. anthropic.";
+}
+
+/** Switched to a server of one's own: the provider's service named in the field is not that server. */
+function switchedWhere() {
+  const typed = field("provider").value.trim();
+  // (A proxy saved under the provider it stands in for keeps that name.)
+  const savedProxy = shown?.baseUrl && shown.provider === typed;
+  if (where() === "endpoint" && shown?.providers.includes(typed) && !savedProxy)
+    field("provider").value = LOCAL;
+  if (where() === "provider" && field("provider").value.trim() === LOCAL)
+    field("provider").value = shown && !shown.baseUrl ? shown.provider : "";
+  showWhere();
 }
 
 async function listModels() {
@@ -60,18 +78,22 @@ function show(settings) {
     `In use now: ${running.provider}/${running.model}` +
     (running.baseUrl ? ` at ${running.baseUrl}` : "") +
     ".";
-  const restart = byId("provider-restart");
-  restart.hidden = !settings.restartNeeded;
-  restart.textContent = settings.restartNeeded
-    ? "config.toml holds a choice the running assistant does not use yet: restart it (stop npm start with " +
-      "Ctrl-C and run it again; with Docker, docker compose restart app) to use it."
-    : "";
+  byId("provider-restart").hidden = !settings.restartNeeded;
+  byId("provider-restart-now").hidden = !settings.canRestart;
+  byId("provider-restart-text").textContent = !settings.restartNeeded
+    ? ""
+    : settings.canRestart
+      ? "config.toml holds a choice the running assistant does not use yet. Restart now to use it (a reply " +
+        "being written is interrupted, and answered again after the restart)."
+      : "config.toml holds a choice the running assistant does not use yet: restart it (stop npm start with " +
+        "Ctrl-C and run it again; with Docker, docker compose restart app) to use it.";
   showWhere();
   void listModels();
 }
 
-function choice() {
+function choice(saveAnyway = false) {
   const body = { provider: field("provider").value.trim(), model: field("model").value.trim() };
+  if (saveAnyway) body.saveAnyway = true;
   if (where() === "endpoint") {
     body.baseUrl = field("base-url").value.trim();
     body.api = field("api").value;
@@ -91,23 +113,79 @@ async function load() {
 }
 
 form.addEventListener("change", (event) => {
-  if (event.target.name === "where") showWhere();
+  if (event.target.name === "where") switchedWhere();
 });
 field("provider").addEventListener("change", () => void listModels());
-form.addEventListener("submit", (event) => {
-  event.preventDefault();
+
+/** The names the provider has closest to the one typed, each a button that puts it in its field. */
+function showSuggestions(body) {
+  const node = byId("provider-suggestions");
+  const names = body?.suggestions ?? [];
+  const target = body?.reason === "unknown-provider" ? "provider" : "model";
+  node.hidden = names.length === 0;
+  fill(
+    node,
+    names.length > 0 ? "Did you mean " : null,
+    names.flatMap((name, index) => [
+      index > 0 ? " " : null,
+      el("button", {
+        type: "button",
+        class: "suggestion",
+        "data-name": name,
+        text: name,
+        on: {
+          click: () => {
+            field(target).value = name;
+            if (target === "provider") void listModels();
+            showSuggestions(undefined);
+            byId("provider-save-anyway").hidden = true;
+          },
+        },
+      }),
+    ]),
+    names.length > 0 ? "?" : null,
+  );
+}
+
+async function save(saveAnyway) {
   const status = byId("provider-status");
   status.textContent = "Asking the provider…";
   showError(byId("provider-error"));
-  void busy(byId("provider-save"), async () => {
+  showSuggestions(undefined);
+  byId("provider-save-anyway").hidden = true;
+  try {
+    const saved = await api("/api/settings/provider", { method: "PUT", body: choice(saveAnyway) });
+    await load();
+    status.textContent = saved.message;
+  } catch (error) {
+    status.textContent = "";
+    const fix = error.body?.fix;
+    showError(byId("provider-error"), fix ? `${error.message}\n→ ${fix}` : error);
+    showSuggestions(error.body);
+    // It would start as it is: the owner may know better than the check (a server down for now).
+    byId("provider-save-anyway").hidden = error.body?.saveAnyway !== true;
+  }
+}
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  void busy(byId("provider-save"), () => save(false));
+});
+byId("provider-save-anyway").addEventListener("click", () => {
+  void busy(byId("provider-save-anyway"), () => save(true));
+});
+byId("provider-restart-now").addEventListener("click", () => {
+  const status = byId("provider-status");
+  showError(byId("provider-error"));
+  status.textContent = "Restarting the assistant…";
+  void busy(byId("provider-restart-now"), async () => {
     try {
-      const saved = await api("/api/settings/provider", { method: "PUT", body: choice() });
-      await load();
-      status.textContent = saved.message;
+      show(await restartAssistant());
+      const running = shown.running;
+      status.textContent = `Restarted: ${running.provider}/${running.model} is in use now.`;
     } catch (error) {
       status.textContent = "";
-      const fix = error.body?.fix;
-      showError(byId("provider-error"), fix ? `${error.message}\n→ ${fix}` : error);
+      showError(byId("provider-error"), error);
     }
   });
 });
