@@ -30,6 +30,7 @@ import { addStatusRoutes } from "./routes/status.js";
 import { addWebRoutes } from "./routes/web-pages.js";
 import { checkOrigin } from "./web/security.js";
 import { PasswordGuard } from "./auth/password-guard.js";
+import { createErrorPages } from "./web/error-page.js";
 import type { LiveBackup } from "./db/live-backup.js";
 import type { ChannelWiring } from "./channels/wiring.js";
 import type { Checked } from "./doctor/checks.js";
@@ -177,6 +178,8 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
       logger: deps.logger,
       headers: securityHeaders,
       mapError: answerDatabaseOutage,
+      // A browser that opened an address gets a page for an error; API clients keep the JSON.
+      errorPage: createErrorPages({ signedIn: (req) => owner.checked(req) }),
       guard: ({ req, publicRoute }) => {
         if (!publicRoute && !owner.check(req)) throw unauthorized();
         // After the password (a caller without it learns nothing), and for public routes too.

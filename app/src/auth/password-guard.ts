@@ -42,6 +42,8 @@ export class PasswordGuard {
   private readonly matches: (header: string | undefined) => boolean;
   private readonly now: () => number;
   private readonly failures = new Map<string, Failures>();
+  /** Requests found to carry the owner's password. */
+  private readonly owners = new WeakSet<IncomingMessage>();
 
   constructor(private readonly options: PasswordGuardOptions) {
     this.matches = basicPasswordCheck(options.password);
@@ -64,6 +66,7 @@ export class PasswordGuard {
     if (entry && now < entry.heldUntil) throw held(entry.heldUntil - now);
     if (this.matches(header)) {
       if (entry) this.failures.delete(key);
+      this.owners.add(req);
       return true;
     }
     const count = (entry?.count ?? 0) + 1;
@@ -78,6 +81,11 @@ export class PasswordGuard {
       ...(hold > 0 ? { heldBackSeconds: Math.ceil(hold / 1000) } : {}),
     });
     return false;
+  }
+
+  /** Whether `check` found this request to carry the owner's password (it is not checked again). */
+  checked(req: IncomingMessage): boolean {
+    return this.owners.has(req);
   }
 
   private remember(key: string, entry: Failures): void {

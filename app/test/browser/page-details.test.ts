@@ -110,4 +110,59 @@ describeInBrowser("details of the admin UI in Chromium", () => {
     expectNoProblems(owner);
     await owner.context.close();
   });
+
+  it("shows a page, not JSON, for an address that is not there, with the navigation", async () => {
+    const owner = await ownerContext(browser, app.port);
+    const { page } = owner;
+    const answer = await page.goto("/no-such-page");
+    expect(answer?.status()).toBe(404);
+    expect(await page.textContent("h1")).toBe("Page not found");
+    expect(await page.textContent("#error-detail")).toBe("Nothing is at /no-such-page.");
+    expect(await page.locator(".topbar nav a").count()).toBeGreaterThanOrEqual(7);
+    await screenshot(page, "not-found");
+    await Promise.all([page.waitForURL((url) => url.pathname === "/"), page.click("#error-action")]);
+    expect(await page.textContent("h1")).toBe("Home");
+    // The page's script still gets JSON.
+    const json = await page.evaluate<{ status: number; body: string }>(
+      `fetch("/api/nothing").then(async (r) => ({ status: r.status, body: await r.text() }))`,
+    );
+    expect(json).toEqual({ status: 404, body: JSON.stringify({ error: "Not found" }) });
+    expectNoProblems(owner, [/status of 404/]);
+    await owner.context.close();
+  });
+
+  it("shows a page saying what to do when the sign-in window is closed", async () => {
+    // No credentials, and the browser's sign-in window cancelled, as a person would (Chromium's
+    // own answer to the challenge, through the DevTools protocol).
+    const visitor = await ownerContext(browser, app.port, { password: null });
+    const { page } = visitor;
+    const cdp = await visitor.context.newCDPSession(page);
+    cdp.on(
+      "Fetch.requestPaused",
+      (event) => void cdp.send("Fetch.continueRequest", { requestId: event.requestId }),
+    );
+    cdp.on(
+      "Fetch.authRequired",
+      (event) =>
+        void cdp.send("Fetch.continueWithAuth", {
+          requestId: event.requestId,
+          authChallengeResponse: { response: "CancelAuth" },
+        }),
+    );
+    await cdp.send("Fetch.enable", { handleAuthRequests: true });
+    const answer = await page.goto("/usage");
+    expect(answer?.status()).toBe(401);
+    expect(await page.textContent("h1")).toBe("Sign in to continue");
+    expect(await page.textContent("#error-detail")).toContain("config.toml");
+    expect(await page.getAttribute("#error-action", "href")).toBe("/usage");
+    expect(await page.textContent("body")).not.toContain('{"error"');
+    // Styled by a sheet anyone may load, so nothing on it asks for the password again.
+    expect(await page.evaluate<string>("getComputedStyle(document.querySelector('main')).maxWidth")).toBe(
+      "640px",
+    );
+    expect(await page.locator(".topbar").count()).toBe(0);
+    expect(await fitsViewport(page)).toBe(true);
+    await screenshot(page, "sign-in-cancelled");
+    await visitor.context.close();
+  });
 });
