@@ -111,6 +111,23 @@ describeInBrowser("details of the admin UI in Chromium", () => {
     await owner.context.close();
   });
 
+  it("opens the Subscription page without an error when no subscription login is set up", async () => {
+    const owner = await ownerContext(browser, app.port);
+    const { page } = owner;
+    await page.goto("/settings/subscription");
+    await expect.poll(() => page.textContent("#status"), { timeout: 15_000 }).not.toBe("Connecting…");
+    const status = (await page.textContent("#status")) ?? "";
+    expect(status).not.toContain("did not complete");
+    expect(status).toContain("authFile");
+    expect(await page.getAttribute("#status", "class")).not.toContain("error");
+    // Nothing on the page is shown as an error, and there is no "Start again" for a sign-in never begun.
+    expect(await page.locator(".error:visible").count()).toBe(0);
+    expect(await page.locator("#again").isVisible()).toBe(false);
+    await screenshot(page, "subscription-unset");
+    expectNoProblems(owner, [/EventSource|event-stream|ERR_/]);
+    await owner.context.close();
+  });
+
   it("shows a page, not JSON, for an address that is not there, with the navigation", async () => {
     const owner = await ownerContext(browser, app.port);
     const { page } = owner;
