@@ -128,6 +128,41 @@ describeInBrowser("details of the admin UI in Chromium", () => {
     await owner.context.close();
   });
 
+  it("names People's agent choice, and says what choosing none does, with no subagent yet", async () => {
+    const owner = await ownerContext(browser, app.port);
+    const { page } = owner;
+    await page.goto("/people");
+    await page.locator("#agents li strong").first().waitFor();
+    const select = page.locator('#interlocutor-form select[name="agent_id"]');
+    // Labelled on the page, not only for a screen reader.
+    const id = await select.getAttribute("id");
+    expect(id).toBeTruthy();
+    const label = page.locator(`label[for="${id}"]`);
+    expect(await label.isVisible()).toBe(true);
+    expect(await label.textContent()).toMatch(/agent/i);
+    const options = await select.locator("option").allTextContents();
+    expect(options).toHaveLength(1);
+    expect(options[0]).toMatch(/no agent/i);
+    expect((await select.boundingBox())!.width).toBeGreaterThan(60);
+    expect(await page.textContent("#interlocutor-form")).toMatch(/create a subagent/i);
+    await screenshot(page, "people-no-subagent");
+
+    // Once there is one, it is offered first, and "no agent" stays a choice.
+    const created = await post(app.port, "/api/people/agents", {
+      action: "create",
+      name: "Scheduler",
+      system_prompt: "Book meetings.",
+    });
+    expect(created.status).toBe(200);
+    await page.reload();
+    await page.locator("#agents li strong", { hasText: "Scheduler" }).waitFor();
+    const now = await select.locator("option").allTextContents();
+    expect(now[0]).toMatch(/^Scheduler/);
+    expect(now.some((text) => /no agent/i.test(text))).toBe(true);
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+
   it("shows a page, not JSON, for an address that is not there, with the navigation", async () => {
     const owner = await ownerContext(browser, app.port);
     const { page } = owner;
