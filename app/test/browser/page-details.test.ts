@@ -163,6 +163,36 @@ describeInBrowser("details of the admin UI in Chromium", () => {
     await owner.context.close();
   });
 
+  it.each([1280, 1024])("shows Usage's tables whole, their last column included, at %i px", async (width) => {
+    const owner = await ownerContext(browser, app.port);
+    const { page } = owner;
+    await page.setViewportSize({ width, height: 900 });
+    await page.goto("/usage");
+    await page.locator("#by-source tbody tr td").first().waitFor();
+    for (const table of ["#by-source", "#by-plugin"]) {
+      // The table's last header, whole, inside its box as the page opens: nothing to scroll to.
+      const { wrap, last, scrolls } = await page.evaluate<{
+        wrap: Box;
+        last: Box;
+        scrolls: boolean;
+      }>(`(() => {
+        const table = document.querySelector(${JSON.stringify(table)});
+        const box = (element) => { const r = element.getBoundingClientRect();
+          return { left: r.left, right: r.right, top: r.top, bottom: r.bottom }; };
+        const wrap = table.parentElement;
+        return { wrap: box(wrap), last: box(table.querySelector("thead th:last-child")),
+          scrolls: wrap.scrollWidth > wrap.clientWidth };
+      })()`);
+      expect(await page.locator(`${table} thead th:last-child`).textContent()).toBe("Cache write");
+      expect(last.right, table).toBeLessThanOrEqual(wrap.right + 0.5);
+      expect(scrolls, table).toBe(false);
+    }
+    expect(await fitsViewport(page)).toBe(true);
+    await screenshot(page, `usage-tables-${width}`);
+    expectNoProblems(owner);
+    await owner.context.close();
+  });
+
   it("shows a page, not JSON, for an address that is not there, with the navigation", async () => {
     const owner = await ownerContext(browser, app.port);
     const { page } = owner;
