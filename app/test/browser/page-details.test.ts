@@ -247,4 +247,35 @@ describeInBrowser("details of the admin UI in Chromium", () => {
     await screenshot(page, "sign-in-cancelled");
     await visitor.context.close();
   });
+
+  it("starts every page with a Skip to content link, shown when focused, that moves to the page's content", async () => {
+    const owner = await ownerContext(browser, app.port);
+    const { page } = owner;
+    for (const path of ["/", "/usage", "/people", "/settings"]) {
+      await page.goto(path);
+      await page.locator("h1").first().waitFor();
+      const skip = page.locator("a.skip-link");
+      expect(await skip.textContent()).toBe("Skip to content");
+      expect(await skip.getAttribute("href")).toBe("#main");
+      // Hidden until focused, and the first thing Tab reaches.
+      expect((await skip.boundingBox())?.width ?? 0).toBeLessThanOrEqual(1);
+      await page.keyboard.press("Tab");
+      expect(await page.evaluate<string>("document.activeElement.className")).toContain("skip-link");
+      const shown = await skip.boundingBox();
+      expect(shown!.width).toBeGreaterThan(50);
+      expect(shown!.y).toBeGreaterThanOrEqual(0);
+      await page.keyboard.press("Enter");
+      expect(await page.evaluate<string>("document.activeElement.id")).toBe("main");
+      // The next Tab goes on from the content, past the navigation and the notifications.
+      await page.keyboard.press("Tab");
+      expect(
+        await page.evaluate<boolean>(
+          "!document.querySelector('.topbar').contains(document.activeElement) && !document.querySelector('#notifications').contains(document.activeElement)",
+        ),
+        path,
+      ).toBe(true);
+    }
+    expectNoProblems(owner, [/EventSource|event-stream|ERR_/]);
+    await owner.context.close();
+  });
 });
