@@ -4,7 +4,6 @@ import {
   toolProgressSchema,
   HttpError,
   Router,
-  basicPasswordCheck,
   checkBearer,
   createRequestListener,
   type Logger,
@@ -30,6 +29,8 @@ import { addExplorerRoutes } from "./routes/explorer.js";
 import { addStatusRoutes } from "./routes/status.js";
 import { addWebRoutes } from "./routes/web-pages.js";
 import { checkOrigin } from "./web/security.js";
+import { PasswordGuard } from "./auth/password-guard.js";
+import { createErrorPages } from "./web/error-page.js";
 import type { LiveBackup } from "./db/live-backup.js";
 import type { ChannelWiring } from "./channels/wiring.js";
 import type { Checked } from "./doctor/checks.js";
@@ -89,7 +90,8 @@ const unauthorized = (): HttpError =>
  */
 export function buildServer(deps: ServerDeps): { external: RequestListener; internal: RequestListener } {
   const chat = createChatHandler(deps);
-  const ownerPassword = basicPasswordCheck(deps.password);
+  // Every check of the owner's password goes through it: wrong ones are logged and slowed down.
+  const owner = new PasswordGuard({ password: deps.password, logger: deps.logger.child("auth") });
   const status: StatusDeps = {
     db: deps.db,
     queue: deps.queue,
@@ -107,6 +109,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
   const pages: PagesDeps = {
     db: deps.db,
     password: deps.password,
+    isOwner: (req) => owner.check(req),
     publicHostname: deps.web.publicHostname,
     ...deps.web.pages,
   };
@@ -116,7 +119,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
       "/health",
       async ({ req, url }) => {
         if (url.searchParams.get("deep") !== "1") return { json: { status: "ok" } };
-        if (!ownerPassword(req.headers.authorization)) throw unauthorized();
+        if (!owner.check(req)) throw unauthorized();
         const checked = await doctor();
         return { status: checked.status === "fail" ? 503 : 200, json: checked };
       },
@@ -175,8 +178,10 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
       logger: deps.logger,
       headers: securityHeaders,
       mapError: answerDatabaseOutage,
+      // A browser that opened an address gets a page for an error; API clients keep the JSON.
+      errorPage: createErrorPages({ signedIn: (req) => owner.checked(req) }),
       guard: ({ req, publicRoute }) => {
-        if (!publicRoute && !ownerPassword(req.headers.authorization)) throw unauthorized();
+        if (!publicRoute && !owner.check(req)) throw unauthorized();
         // After the password (a caller without it learns nothing), and for public routes too.
         checkOrigin(req, trustedOrigins);
       },

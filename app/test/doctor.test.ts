@@ -165,6 +165,10 @@ describe("npm run doctor", () => {
       expect(result.stdout).toMatch(/^ok +config\b/m);
       expect(result.stdout).toMatch(/^FAIL +app +not running on /m);
       expect(result.stdout).toContain("→ Start it with npm start");
+      // The provider is asked with config.toml's model and key, as the next start would ask it.
+      expect(result.stdout).toMatch(
+        /^ok +provider +anthropic\/claude-sonnet-4-5: reachable, the key is accepted$/m,
+      );
       expect(result.stdout).toMatch(/^(ok|warn) +disk\b/m);
       expect(result.stdout).toMatch(/^warn +backups +no backup in /m);
       expect(result.stdout).toMatch(/^ok +embeddings +not configured: db_search finds the words used\./m);
@@ -194,6 +198,24 @@ describe("npm run doctor", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
       await embeddings.close();
+    }
+  });
+
+  it("says a key the provider refuses while the app is stopped, and where to change it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "stavrobot-doctor-"));
+    try {
+      mkdirSync(join(dir, "main"));
+      const configPath = join(dir, "main", "config.toml");
+      writeFileSync(configPath, configFor(fake).replace("sk-ant-api03-test", "sk-ant-api03-invalid"));
+      const result = await doctor({ DATA_DIR: dir, CONFIG_PATH: configPath });
+      expect(result.status).toBe(1);
+      expect(result.stdout).toMatch(/^FAIL +app +not running on /m);
+      expect(result.stdout).toMatch(
+        /^FAIL +provider +anthropic\/claude-sonnet-4-5: the provider refused the key \(401\)$/m,
+      );
+      expect(result.stdout).toContain(`→ Check apiKey in ${configPath}: the provider does not accept it.`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

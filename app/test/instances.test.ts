@@ -318,6 +318,30 @@ describe("a data directory this user cannot write", () => {
     expect(line).toContain("set DATA_DIR to a directory this user can write");
   }, 60_000);
 
+  it("says how to make one that does not exist yet, where its folder may not be written", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "stavrobot-closed-"));
+    dirs.push(parent);
+    chmodSync(parent, 0o500);
+    const dataDir = join(parent, "stavrobot", "data");
+    const env = (await newEnv()).env;
+    const { CONFIG_PATH: _config, ...rest } = env;
+    const result = await runToExit(
+      LAUNCHER,
+      { ...rest, ...(await freePorts()), DATA_DIR: dataDir },
+      { asOrdinaryUser: true },
+    );
+    expect(result.code).toBe(73);
+    const line = oneLine(result.output);
+    const uid = process.getuid!();
+    expect(line).toContain(
+      `${dataDir} does not exist yet and this user (uid ${uid}) may not create it in ${parent}`,
+    );
+    expect(line).toContain(`sudo mkdir -p ${dataDir} && sudo chown -R ${uid} ${dataDir}`);
+    // Not a chown of a folder that is not there.
+    expect(line).not.toContain("give it to this user (e.g. sudo chown");
+    expect(existsSync(join(parent, "stavrobot"))).toBe(false);
+  }, 60_000);
+
   it("names the path when only a directory inside it is not writable (a start as root before)", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "stavrobot-mixed-"));
     dirs.push(dataDir);

@@ -55,6 +55,7 @@ describe("pages", () => {
   it("has no inline script, style or event handler anywhere the policy would have to allow", () => {
     const files = [
       join(WEB_DIR, "layout.html"),
+      join(WEB_DIR, "bare.html"),
       ...readdirSync(join(WEB_DIR, "pages")).map((name) => join(WEB_DIR, "pages", name)),
     ];
     for (const file of files) {
@@ -70,6 +71,46 @@ describe("pages", () => {
         expect(code, name).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML/);
       expect(code, name).not.toMatch(/\beval\(|new Function|setAttribute\("style"|\.style\./);
     }
+  });
+});
+
+describe("errors opened by a browser", () => {
+  const asBrowser = { Accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" };
+
+  it("is a page for an address that is not there, with the navigation, and JSON for a script", async () => {
+    const page = await raw(t.app.port, "GET", "/no/such/page?x=<b>", { headers: asBrowser });
+    expect(page.status).toBe(404);
+    expect(page.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(page.headers["content-security-policy"]).toBe(UI_CSP);
+    expect(page.text).toMatch(/^<!doctype html>/);
+    expect(page.text).toContain("<title>Page not found · Stavrobot</title>");
+    expect(page.text).toContain('<p id="error-detail">Nothing is at /no/such/page.</p>');
+    expect(page.text).toContain('href="/settings/subscription"');
+    // A page's script, curl and a form's POST keep the JSON.
+    expect((await raw(t.app.port, "GET", "/no/such/page")).json).toEqual({ error: "Not found" });
+    const posted = await raw(t.app.port, "POST", "/no/such/page", {
+      headers: { ...asBrowser, "Content-Type": "application/json" },
+      body: "{}",
+    });
+    expect([posted.status, posted.json]).toEqual([404, { error: "Not found" }]);
+  });
+
+  it("is a page saying what to do when the sign-in is cancelled, still asking for the password", async () => {
+    const page = await raw(t.app.port, "GET", "/usage?range=30", { headers: asBrowser, auth: null });
+    expect(page.status).toBe(401);
+    expect(page.headers["www-authenticate"]).toMatch(/^Basic realm="stavrobot"/);
+    expect(page.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(page.text).toContain("<h1>Sign in to continue</h1>");
+    expect(page.text).toContain("password from config.toml");
+    expect(page.text).toContain('<a id="error-action" href="/usage?range=30">Try again</a>');
+    // Nothing on it needs the password: no navigation, and a style sheet anyone may load.
+    expect(page.text).not.toContain("/assets/");
+    expect(page.text).not.toContain('href="/settings');
+    expect(page.text).toContain('href="/pages-lib/error.css"');
+    expect((await raw(t.app.port, "GET", "/pages-lib/error.css", { auth: null })).status).toBe(200);
+    // Without a browser's Accept, the JSON as before.
+    const api = await raw(t.app.port, "GET", "/usage", { auth: null });
+    expect(api.json).toEqual({ error: "Unauthorized" });
   });
 });
 

@@ -38,11 +38,20 @@ describe("parseTomlConfig", () => {
     expect(config).toEqual({ name: "bot", port: 3000, server: { host: "0.0.0.0", tags: [] } });
   });
 
-  it("invalid TOML is a ConfigError naming the path", () => {
+  it("invalid TOML is a ConfigError naming the path, the line and the column", () => {
     const error = configError(() => parseTomlConfig('name = "unterminated\n', schema, "data/x/config.toml"));
-    expect(error.message).toMatch(/^Invalid TOML in data\/x\/config\.toml: \S/);
-    // Only the first line of the parser's message.
-    expect(error.message).not.toContain("\n");
+    expect(error.message).toBe("Invalid TOML in data/x/config.toml, line 1, column 22: Unterminated string");
+  });
+
+  it("says where a mistake further down is, without quoting the lines around it", () => {
+    const text = 'name = "bot"\npassword = "hunter2-secret"\nport = \n';
+    const error = configError(() => parseTomlConfig(text, schema, "config.toml"));
+    expect(error.message).toMatch(/^Invalid TOML in config\.toml, line 3, column 8: Unexpected character/);
+    expect(error.message).not.toMatch(/pos \d|row \d|hunter2|\n/);
+    const twice = configError(() => parseTomlConfig('name = "a"\nname = "b"\n', schema, "config.toml"));
+    expect(twice.message).toMatch(
+      /^Invalid TOML in config\.toml, line 2, column \d+: Can.t redefine existing key$/,
+    );
   });
 
   it("a wrong type names the key", () => {

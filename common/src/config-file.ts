@@ -43,8 +43,7 @@ export function parseTomlConfig<T extends z.ZodType>(
   try {
     raw = TOML.parse(text);
   } catch (error) {
-    const detail = (error as Error).message.split("\n")[0];
-    throw new ConfigError(`Invalid TOML in ${path}: ${detail}`);
+    throw new ConfigError(`Invalid TOML in ${path}${describeTomlError(error)}`);
   }
   if (prepare) {
     const prepared = prepare(raw);
@@ -59,6 +58,19 @@ export function parseTomlConfig<T extends z.ZodType>(
     throw new ConfigError(`Invalid config in ${path}: ${problems.join("; ")}`);
   }
   return deepFreeze(result.data);
+}
+
+/**
+ * @iarna/toml's error as the owner reads it: where, as line and column (counted from 1), then what
+ * is wrong. Its own first line ends in "at row 3, col 9, pos 41:" and is followed by the lines
+ * around the mistake, which are left out: they may hold a key or a password.
+ */
+function describeTomlError(error: unknown): string {
+  const { message, line, col } = error as { message?: string; line?: unknown; col?: unknown };
+  const first = (message ?? String(error)).split("\n")[0] ?? "";
+  const reason = first.replace(/\s+at row \d+, col \d+, pos \d+:?\s*$/, "");
+  if (typeof line !== "number" || typeof col !== "number") return `: ${reason}`;
+  return `, line ${line + 1}, column ${col + 1}: ${reason}`;
 }
 
 function deepFreeze<T>(value: T): T {

@@ -174,13 +174,16 @@ describe("LoginFlows", () => {
     const noFile = follower(
       new LoginFlows({ provider: "test-login", keys: undefined, logger: silentLogger }),
     );
-    expect(noFile.events).toEqual([{ type: "failure", message: expect.stringContaining("needs authFile") }]);
+    // Not a failure: nothing was tried, and the page says what to set without an error.
+    expect(noFile.events).toEqual([
+      { type: "unavailable", message: expect.stringContaining("needs authFile") },
+    ]);
     const noLogin = follower(
       new LoginFlows({ provider: "no-such-provider", keys: recordingKeys(), logger: silentLogger }),
     );
     expect(noLogin.events).toEqual([
       {
-        type: "failure",
+        type: "unavailable",
         message: expect.stringContaining('no subscription login for the provider "no-such-provider"'),
       },
     ]);

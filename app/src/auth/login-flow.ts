@@ -13,7 +13,14 @@ export type LoginEvent =
   | { type: "progress"; message: string }
   | { type: "success"; provider: string; name: string }
   /** Named so, not "error": a browser's EventSource keeps "error" for its own connection errors. */
-  | { type: "failure"; message: string };
+  | { type: "failure"; message: string }
+  /** No sign-in can start with this configuration (no authFile, a provider without one): what to set. */
+  | { type: "unavailable"; message: string };
+
+/** Whether the event is a login's last: it succeeded, failed, or could not start. */
+export function endsLogin(event: LoginEvent): boolean {
+  return event.type === "success" || event.type === "failure" || event.type === "unavailable";
+}
 
 export const LOGIN_TIMEOUT_MS = 5 * 60_000;
 
@@ -52,7 +59,7 @@ class Flow {
     if (event.type === "start") this.start = event;
     else if (event.type === "auth") this.auth = event;
     else if (event.type === "progress") this.progress = event;
-    else if (event.type === "success" || event.type === "failure") this.end = event;
+    else if (endsLogin(event)) this.end = event;
     for (const listener of this.listeners) listener(event);
   }
 
@@ -116,15 +123,15 @@ export class LoginFlows {
     const oauth = getOAuthProvider(provider);
     if (!keys) {
       return this.finish(flow, {
-        type: "failure",
+        type: "unavailable",
         message:
-          'Logging in needs authFile in config.toml: the file the login is kept in (for example authFile = "data/main/auth.json"). Add it and restart.',
+          'Signing in with a subscription is not set up: it needs authFile in config.toml, the file the login is kept in (for example authFile = "data/main/auth.json"). Add it, restart, and come back here. With an API key or a local model, there is nothing to do here.',
       });
     }
     if (!oauth) {
       return this.finish(flow, {
-        type: "failure",
-        message: `There is no subscription login for the provider "${provider}". Set apiKey in config.toml instead.`,
+        type: "unavailable",
+        message: `There is no subscription login for the provider "${provider}": it takes an API key (apiKey in config.toml, or the Settings page).`,
       });
     }
     flow.emit({ type: "start", provider, name: oauth.name });

@@ -3,12 +3,15 @@
  * failing) or 1. The config is checked here; when the app runs on this data directory, it is asked
  * for everything else (`GET /health?deep=1` with the owner's password: the database, each sibling
  * and its sandbox, the provider and its key, each configured channel, disk space, backups); when it
- * does not run, what can be checked without it is, and its absence is the first failure.
+ * does not run, what can be checked without it is (the provider and its key, asked with config.toml's
+ * settings as a start would, disk space, backups), and its absence is the first failure.
  */
-import { basicAuthHeader, errorMessage } from "@stavrobot/common";
+import { basicAuthHeader, errorMessage, silentLogger } from "@stavrobot/common";
 import { backupCheck, diskCheck, summarise, type Check, type Checked } from "../doctor/checks.js";
 import { embeddingsCheck } from "../doctor/embeddings.js";
 import { createEmbeddingsClient } from "../embeddings/client.js";
+import { providerCheck } from "../doctor/provider.js";
+import { createApiKeySource, resolveModel } from "../model/model.js";
 import { loadConfig, type AppConfig } from "./config.js";
 import { parseAppEnv } from "./env.js";
 import { runningInstance } from "./instance-lock.js";
@@ -19,12 +22,10 @@ const MARKS = { ok: "ok  ", warn: "warn", fail: "FAIL" } as const;
 async function main(): Promise<number> {
   const settings = parseAppEnv(process.env);
   const paths = resolvePaths(settings);
-  let password: string | undefined;
   let config: Readonly<AppConfig> | undefined;
   const configCheck: Check = (() => {
     try {
       config = loadConfig(paths.configPath);
-      password = config.password;
       return { name: "config", state: "ok", detail: paths.configPath } satisfies Check;
     } catch (error) {
       const missing = (error as { message?: string }).message?.includes("ENOENT") === true;
@@ -38,6 +39,7 @@ async function main(): Promise<number> {
       } satisfies Check;
     }
   })();
+  const password = config?.password;
   const running = runningInstance(paths.dataDir);
   let checked: Checked;
   if (running?.port !== undefined && password !== undefined) {
@@ -61,6 +63,8 @@ async function main(): Promise<number> {
         };
     checked = summarise([
       absent,
+      // Stopped, the app cannot be asked; the provider can, with what the next start would use.
+      ...(config && !running ? [await stoppedProviderCheck(config, paths.configPath)] : []),
       ...(config
         ? [
             await embeddingsCheck(
@@ -82,6 +86,37 @@ async function main(): Promise<number> {
         : "\nEverything works.",
   );
   return all.status === "fail" ? 1 : 0;
+}
+
+/** The provider check the running app makes, with its model and key taken from config.toml. */
+async function stoppedProviderCheck(config: Readonly<AppConfig>, configPath: string): Promise<Check> {
+  let model;
+  try {
+    model = resolveModel(config).model;
+  } catch (error) {
+    return {
+      name: "provider",
+      state: "fail",
+      detail: errorMessage(error),
+      fix: `Correct provider and model in ${configPath}; config.example.toml names the providers.`,
+    };
+  }
+  const { getApiKey, oauth } = createApiKeySource(config, { logger: silentLogger });
+  const key = oauth ? undefined : await getApiKey(model.provider);
+  const { reason: _reason, ...check } = await providerCheck({
+    model,
+    getApiKey,
+    subscription: oauth !== undefined,
+    notConfigured:
+      oauth || key
+        ? undefined
+        : `${model.provider}/${model.id}: no key. Set one on the Settings page once started, or add apiKey = "..." to ${configPath}.`,
+    configPath,
+    ownServer: config.baseUrl !== undefined,
+    // Run by the owner, now: a server without a model list is asked with one tiny request.
+    probe: {},
+  });
+  return check;
 }
 
 async function askRunningApp(port: number, password: string): Promise<Checked> {

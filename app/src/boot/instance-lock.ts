@@ -1,6 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { linkSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { dirname, join, resolve, sep } from "node:path";
 import { EXIT_CANNOT_WRITE, EXIT_IN_USE, StartRefused } from "@stavrobot/common";
 
 /** In the data directory: the instance running on it, while it runs. */
@@ -102,10 +110,11 @@ export function runningInstance(dataDir: string): InstanceRecord | undefined {
 
 /**
  * The StartRefused for a file-system error of a start (the data directory or a file in it not
- * writable), or undefined for any other error.
+ * writable), or undefined for any other error. The fix names a folder that exists: the data
+ * directory to give to this user, or, where it is not made yet, the command that makes it.
  */
 export function cannotWrite(error: unknown, dataDir: string): StartRefused | undefined {
-  const { code, path } = (error ?? {}) as NodeJS.ErrnoException;
+  const { code, path, syscall } = (error ?? {}) as NodeJS.ErrnoException;
   if (code !== "EACCES" && code !== "EPERM" && code !== "EROFS" && code !== "ENOTDIR") return undefined;
   const where = path ?? dataDir;
   const uid = process.getuid?.();
@@ -114,12 +123,43 @@ export function cannotWrite(error: unknown, dataDir: string): StartRefused | und
       ? "it is on a read-only file system"
       : code === "ENOTDIR"
         ? "a part of that path is a file, not a directory"
-        : `this user${uid === undefined ? "" : ` (uid ${uid})`} may not write there` +
-          (uid === undefined ? "" : `: give it to this user (e.g. sudo chown -R ${uid} ${dataDir})`);
+        : permissionFix(where, syscall, dataDir, uid);
   return new StartRefused(
     `Cannot write ${where} (${code}): ${fix}, or set DATA_DIR to a directory this user can write.`,
     EXIT_CANNOT_WRITE,
   );
+}
+
+function permissionFix(
+  where: string,
+  syscall: string | undefined,
+  dataDir: string,
+  uid: number | undefined,
+): string {
+  const user = `this user${uid === undefined ? "" : ` (uid ${uid})`}`;
+  // The folder that has to be written in: the path itself when it was to be made, else its folder.
+  const folder = resolve(syscall === "mkdir" ? where : dirname(where));
+  const data = resolve(dataDir);
+  const target = folder === data || folder.startsWith(data + sep) ? data : folder;
+  if (existsSync(target)) {
+    return (
+      `${user} may not write there` +
+      (uid === undefined ? "" : `: give it to this user (e.g. sudo chown -R ${uid} ${target})`)
+    );
+  }
+  return (
+    `${target} does not exist yet and ${user} may not create it in ${nearestExisting(target)}` +
+    (uid === undefined
+      ? ""
+      : `: make it and give it to this user (e.g. sudo mkdir -p ${target} && sudo chown -R ${uid} ${target})`)
+  );
+}
+
+/** The closest folder above `path` that exists (the root at worst). */
+function nearestExisting(path: string): string {
+  let folder = dirname(path);
+  while (!existsSync(folder) && dirname(folder) !== folder) folder = dirname(folder);
+  return folder;
 }
 
 function holding(path: string, record: InstanceRecord): InstanceLock {

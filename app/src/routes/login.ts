@@ -1,7 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { readValidJson, type Router } from "@stavrobot/common";
 import { z } from "zod";
-import type { LoginEvent, LoginFlows } from "../auth/login-flow.js";
+import { endsLogin, type LoginEvent, type LoginFlows } from "../auth/login-flow.js";
 
 /** The admin UI's page for it (`app/web/pages/subscription.html`, with the navigation). */
 export const SUBSCRIPTION_PAGE = "/settings/subscription";
@@ -16,8 +16,9 @@ const HEARTBEAT_MS = 15_000;
  * - `GET /login`: the address earlier versions and the assistant's messages give, sent on to the
  *   Provider subscription page (`/settings/subscription`, one of the admin UI's pages);
  * - `GET /login/events`: Server-Sent Events of the running login (started if none runs): `start`,
- *   `auth`, `prompt`, `progress`, then `success` or `failure`; a page that reconnects first gets
- *   the state so far;
+ *   `auth`, `prompt`, `progress`, then `success` or `failure`, or only `unavailable` when this
+ *   configuration has no sign-in (no `authFile`, a provider without one); a page that reconnects
+ *   first gets the state so far;
  * - `POST /login/respond {value}`: answers the open prompt (409 when there is none).
  */
 export function addLoginRoutes(router: Router, flows: LoginFlows): void {
@@ -52,7 +53,7 @@ function streamLogin(flows: LoginFlows, res: ServerResponse): void {
   const stopFollowing = flows.follow((event) => {
     if (res.writableEnded) return;
     res.write(formatEvent(event));
-    finished ||= event.type === "success" || event.type === "failure";
+    finished ||= endsLogin(event);
     if (finished && returned) end();
   });
   returned = true;

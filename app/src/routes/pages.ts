@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import { HttpError, checkBasicPassword, type Handler, type Reply } from "@stavrobot/common";
+import { HttpError, type Handler, type Reply } from "@stavrobot/common";
 import type { Database } from "../db/database.js";
 import { latestPage, normalizePagePath, type PageVersion } from "../db/pages.js";
 import {
@@ -19,7 +19,10 @@ import { PageQueryFailed, runPageQuery } from "../pages/query.js";
 
 export interface PagesDeps {
   db: Database;
+  /** Signs the pages' keys. */
   password: string;
+  /** Whether the request carries the owner's password (counted like every other check of it). */
+  isOwner: (req: IncomingMessage) => boolean;
   /** The public address (`publicHostname`): another name the browser may know this site by. */
   publicHostname: string;
   /** `[pages]`: hosts every page may load scripts from, and hosts a page may send requests to. */
@@ -36,7 +39,7 @@ const unauthorized = (): HttpError =>
 async function visiblePage(
   deps: PagesDeps,
   rawPath: string,
-  authorization: string | undefined,
+  req: IncomingMessage,
   key?: string | null,
 ): Promise<PageVersion> {
   const path = normalizePagePath(rawPath);
@@ -48,7 +51,7 @@ async function visiblePage(
       throw new HttpError(403, "This page's key is not valid for it or has expired: reload the page.");
     return page;
   }
-  if (!checkBasicPassword(authorization, deps.password)) throw unauthorized();
+  if (!deps.isOwner(req)) throw unauthorized();
   return page;
 }
 
@@ -67,7 +70,7 @@ function keySecret(password: string): string {
  */
 export function createPageHandler(deps: PagesDeps): Handler {
   return async ({ req, url, params }): Promise<Reply> => {
-    const page = await visiblePage(deps, params["*"] ?? "", req.headers.authorization);
+    const page = await visiblePage(deps, params["*"] ?? "", req);
     const cache = page.isPublic ? "public, max-age=60" : "private, no-store";
     if (!scriptable(page.mimetype)) {
       return {
@@ -164,7 +167,7 @@ export function createPageQueryHandler(deps: PagesDeps): Handler {
     const cut = rest.lastIndexOf("/queries/");
     if (cut === -1) throw new HttpError(404, "Not found");
     const key = url.searchParams.get(PAGE_KEY_PARAM);
-    const page = await visiblePage(deps, rest.slice(0, cut), req.headers.authorization, key);
+    const page = await visiblePage(deps, rest.slice(0, cut), req, key);
     const sql = page.queries?.[rest.slice(cut + "/queries/".length)];
     if (sql === undefined) throw new HttpError(404, "Query not found");
     const readable = page.isPublic || key ? { "Access-Control-Allow-Origin": "*" } : undefined;

@@ -296,6 +296,62 @@ describe("listen and closeServer", () => {
     }
   });
 
+  it("answers an error with the service's page where it makes one, keeping the status and headers", async () => {
+    const router = new Router()
+      .get("/teapot", () => {
+        throw new HttpError(418, "I am a teapot", { hint: "kettle" }, { "Retry-After": "5" });
+      })
+      .get("/bug", () => Promise.reject(new Error("internal detail")))
+      .get("/odd", () => {
+        throw new HttpError(409, "odd");
+      });
+    const seen: string[] = [];
+    const server = createServer(
+      createRequestListener(router, {
+        logger: silentLogger,
+        guard: ({ req }) => {
+          if (req.headers.authorization !== "let me in")
+            throw new HttpError(401, "Unauthorized", undefined, { "WWW-Authenticate": "Basic" });
+        },
+        errorPage: async ({ req, url, error }) => {
+          seen.push(`${error.status} ${error.message}`);
+          if (url.pathname === "/odd") throw new Error("the page's template is missing");
+          if (!req.headers.accept?.includes("text/html")) return undefined;
+          return { body: `<h1>${error.status}</h1>`, headers: { "Content-Type": "text/html" } };
+        },
+      }),
+    );
+    const port = await listen(server, 0);
+    const get = (path: string, headers: Record<string, string>) =>
+      fetchJson(`http://127.0.0.1:${port}${path}`, { headers });
+    const html = { Accept: "text/html", Authorization: "let me in" };
+    try {
+      const teapot = await get("/teapot", html);
+      expect([teapot.status, teapot.text, teapot.headers.get("content-type")]).toEqual([
+        418,
+        "<h1>418</h1>",
+        "text/html",
+      ]);
+      expect(teapot.headers.get("retry-after")).toBe("5");
+      const refused = await get("/teapot", { Accept: "text/html" });
+      expect([refused.status, refused.text, refused.headers.get("www-authenticate")]).toEqual([
+        401,
+        "<h1>401</h1>",
+        "Basic",
+      ]);
+      expect((await get("/nowhere", html)).text).toBe("<h1>404</h1>");
+      // An unmapped error's page is made for a 500, never with its message.
+      expect(await get("/bug", html)).toMatchObject({ status: 500, text: "<h1>500</h1>" });
+      expect(seen).toContain("500 Internal server error");
+      // No page: the JSON, as before; a page that cannot be made: the JSON too.
+      const json = await get("/teapot", { Authorization: "let me in" });
+      expect(JSON.parse(json.text)).toEqual({ error: "I am a teapot", hint: "kettle" });
+      expect(await get("/odd", html)).toMatchObject({ status: 409, text: JSON.stringify({ error: "odd" }) });
+    } finally {
+      await closeServer(server);
+    }
+  });
+
   it("closeServer resolves promptly with an idle keep-alive connection open", async () => {
     const router = new Router().get("/ok", () => ({ json: { ok: true } }));
     const server = createServer(createRequestListener(router, { logger: silentLogger }));

@@ -18,6 +18,12 @@ export interface HandlerOptions {
   headers?: Record<string, string>;
   /** The answer to an error of the service's own that is not the caller's fault (e.g. a database outage: 503). */
   mapError?: (error: unknown) => HttpError | undefined;
+  /**
+   * A page for an error, in place of its JSON (the app's HTML pages for a browser that opened an
+   * address): undefined keeps the JSON. Its status and the error's headers (`WWW-Authenticate`,
+   * `Retry-After`) are kept; a page that cannot be made leaves the JSON too.
+   */
+  errorPage?: (ctx: { req: IncomingMessage; url: URL; error: HttpError }) => Promise<Reply | undefined>;
 }
 
 /** The one mapping of domain errors to HTTP statuses. */
@@ -90,17 +96,34 @@ async function handle(
       res.destroy();
       return;
     }
-    const known = error instanceof DomainError ? toHttpError(error) : (options.mapError?.(error) ?? error);
-    if (known instanceof HttpError) {
-      send(
-        res,
-        { status: known.status, json: { error: known.message, ...known.details }, headers: known.headers },
-        withClose(req, options.headers),
-      );
-      return;
-    }
-    options.logger.error("unhandled error", { method: req.method, path: url.pathname, error });
-    send(res, { status: 500, json: { error: "Internal server error" } }, withClose(req, options.headers));
+    const mapped = error instanceof DomainError ? toHttpError(error) : (options.mapError?.(error) ?? error);
+    if (!(mapped instanceof HttpError))
+      options.logger.error("unhandled error", { method: req.method, path: url.pathname, error });
+    // Never the internal message of an error nobody mapped.
+    const known = mapped instanceof HttpError ? mapped : new HttpError(500, "Internal server error");
+    const page = await errorPage(options, req, url, known);
+    send(
+      res,
+      page
+        ? { ...page, status: known.status, headers: { ...known.headers, ...page.headers } }
+        : { status: known.status, json: { error: known.message, ...known.details }, headers: known.headers },
+      withClose(req, options.headers),
+    );
+  }
+}
+
+async function errorPage(
+  options: HandlerOptions,
+  req: IncomingMessage,
+  url: URL,
+  error: HttpError,
+): Promise<Reply | undefined> {
+  if (!options.errorPage) return undefined;
+  try {
+    return await options.errorPage({ req, url, error });
+  } catch (failure) {
+    options.logger.error("could not make the error's page", { path: url.pathname, error: failure });
+    return undefined;
   }
 }
 

@@ -131,14 +131,19 @@ function render({ interlocutors, agents: list }) {
   agents = list;
   fill(byId("interlocutors"), interlocutors.map(interlocutorRow));
   fill(byId("agents"), agents.map(agentRow));
+  // A new person is answered by a subagent of their own; without one they are added disabled.
+  const subagents = agents.filter((agent) => agent.id !== 1);
   for (const select of document.querySelectorAll("[data-agents]")) {
     fill(
       select,
-      agents
-        .filter((agent) => agent.id !== 1)
-        .map((agent) => el("option", { value: String(agent.id), text: agentName(agent.id) })),
+      subagents.map((agent) => el("option", { value: String(agent.id), text: agentName(agent.id) })),
+      el("option", { value: "0", text: "No agent (added disabled)" }),
     );
   }
+  byId("new-person-agent-hint").textContent =
+    subagents.length === 0
+      ? "No subagent yet: the person is added disabled. Create a subagent under Agents below, then choose it for them."
+      : "Their messages go to the agent chosen here; with no agent they are added disabled.";
 }
 
 async function readConversation(agent) {

@@ -78,6 +78,19 @@ events.addEventListener("success", (event) => {
   end(`Signed in to ${data.name}. The assistant uses this subscription from its next message on.`, true);
 });
 
+// Nothing to sign in to with this configuration (no authFile, or a provider without a
+// subscription login): said plainly, as what to set, since nothing went wrong.
+events.addEventListener("unavailable", (event) => {
+  events.close();
+  finished = true;
+  show("auth", false);
+  show("prompt", false);
+  show("progress", false);
+  const status = $("status");
+  status.textContent = JSON.parse(event.data).message;
+  status.className = "";
+});
+
 events.addEventListener("failure", (event) => {
   events.close();
   end(JSON.parse(event.data).message, false);
