@@ -210,6 +210,11 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     });
     const login = wireLogin({ model, publicHostname, channels, logger });
     cleanup.add(() => login.close());
+    const providerInUse = new ProviderInUse(paths.configPath, providerFields(config));
+    // Once a provider saved on the Settings page waits for a restart, that is what is missing:
+    // said on /chat, Home and to whoever a channel's turn answers.
+    const notReady = () =>
+      model.notConfigured && (providerInUse.restartNeeded() ? RESTART_TO_USE : model.notConfigured);
     const turn = wireTurn({
       config,
       db,
@@ -225,6 +230,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       transcriber: config.stt ? createTranscriber(config.stt) : undefined,
       currentTurn,
       login,
+      notReady,
       logger,
     });
     late.queue = turn.queue;
@@ -255,7 +261,6 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const mcpConfigProblem = () => mcpConfig.problem;
     // A server without a model list is checked with a one-token request, sent once per start.
     const probesAnswered = new Map<string, ProviderCheck>();
-    const providerInUse = new ProviderInUse(paths.configPath, providerFields(config));
     const listeners = buildServer({
       queue: turn.queue,
       inbox,
@@ -268,9 +273,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       details,
       pluginsChanged: () => turn.systemPrompt.invalidate("plugins"),
       mcpConfigProblem,
-      // Once a provider saved on the Settings page waits for a restart, that is what is missing.
-      notReady: () =>
-        model.notConfigured && (providerInUse.restartNeeded() ? RESTART_TO_USE : model.notConfigured),
+      notReady,
       allowlist: channels.allowlist,
       people: turn.people,
       tell: channels.tell,

@@ -1,10 +1,20 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { startFakeAnthropic, textTurn, type FakeLlmServer } from "@stavrobot/common/test-support";
+import {
+  FAKE_TELEGRAM_TOKEN,
+  freePort,
+  startFakeAnthropic,
+  startFakeTelegram,
+  textTurn,
+  type FakeLlmServer,
+  type FakeTelegram,
+} from "@stavrobot/common/test-support";
 import { silentLogger } from "@stavrobot/common";
 import { startApp, type RunningApp } from "../src/app.js";
 import { PASSWORD, createTestEnv, post, startTestApp, type TestEnv } from "./helpers/app.js";
 import { fromPage, raw } from "./helpers/http.js";
+
+const TELEGRAM_OWNER = 1001;
 
 /**
  * The Settings page's API for the model provider: the key is never shown back, a choice is checked
@@ -297,17 +307,27 @@ describe("a provider saved while the assistant has none", () => {
   let bare: RunningApp;
   let fakeLocal: FakeLlmServer;
 
+  let telegram: FakeTelegram;
+
   beforeAll(async () => {
     fakeLocal = await startFakeAnthropic();
-    // The first start's config.toml: Anthropic's model, no key anywhere.
+    telegram = await startFakeTelegram();
+    // The first start's config.toml: Anthropic's model, no key anywhere; the owner on Telegram.
+    // Telegram delivers to the webhook at the public address the app registers.
+    const port = await freePort();
     noKey = await createTestEnv(
-      `provider = "anthropic"\nmodel = "claude-sonnet-4-5"\npassword = "${PASSWORD}"\n`,
+      `provider = "anthropic"\nmodel = "claude-sonnet-4-5"\npassword = "${PASSWORD}"\n` +
+        `publicHostname = "http://127.0.0.1:${port}"\n` +
+        `[owner]\nname = "Ada"\ntelegram = ${TELEGRAM_OWNER}\n` +
+        `[telegram]\nbotToken = "${FAKE_TELEGRAM_TOKEN}"\napiBaseUrl = "${telegram.url}"\n`,
     );
+    noKey.env.PORT = String(port);
     bare = await startTestApp(noKey);
   });
 
   afterAll(async () => {
     await bare?.close();
+    await telegram?.close();
     await fakeLocal?.close();
     await noKey?.cleanup();
   });
@@ -338,6 +358,20 @@ describe("a provider saved while the assistant has none", () => {
     const provider = checks.json.checks.find((check: { name: string }) => check.name === "provider");
     expect(provider).toMatchObject({ state: "fail", restartNeeded: true });
     expect(provider.detail).toContain("config.toml holds another provider, used after a restart");
+  });
+
+  it("tells the owner on Telegram the same, not that no key is set", async () => {
+    // The provider saved by the test before waits for a restart.
+    await vi.waitFor(() => expect(telegram.webhook).toBeDefined());
+    const from = telegram.sent.length;
+    expect((await telegram.deliverUpdate(telegram.textUpdate(TELEGRAM_OWNER, "hi there"))).status).toBe(200);
+    await vi.waitFor(() => expect(telegram.sent.length).toBeGreaterThan(from), { timeout: 15_000 });
+    const said = telegram.sent
+      .slice(from)
+      .map((sent) => String(sent.params.text))
+      .join("\n");
+    expect(said).toContain("A provider saved on the Settings page is used after a restart");
+    expect(said).not.toContain("no LLM provider key yet");
   });
 });
 

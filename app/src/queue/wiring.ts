@@ -68,6 +68,8 @@ export function wireTurn(options: {
   currentTurn: CurrentTurn;
   /** With `authFile`: where a turn without a key tells the owner to log in, and what a 401 does. */
   login: { loginUrl: string; onProviderError: ((message: string) => Promise<void>) | undefined };
+  /** Why no turn can run now, where the model's own reason is not the whole story (a provider saved for a restart). */
+  notReady?: () => string | undefined;
   logger: Logger;
 }): TurnWing {
   const { config, db, timezone, model: wing, usage, tools, inbox, channels, logger } = options;
@@ -139,7 +141,7 @@ export function wireTurn(options: {
       get missingKeyMessage() {
         return oauth
           ? oauth.missingKeyMessage(model.provider, options.login.loginUrl)
-          : (wing.notConfigured ?? "No API key for the configured provider.");
+          : (options.notReady?.() ?? wing.notConfigured ?? "No API key for the configured provider.");
       },
     });
   const engine = engineOf({ conversation, tools: () => tools.main, systemPrompt: () => systemPrompt.get() });
