@@ -25,6 +25,7 @@ import { osaurusFormat } from "./formats/osaurus.js";
 import { OsaurusHosts } from "./formats/osaurus-hosts.js";
 import { parseMinisignKey } from "./osaurus/minisign.js";
 import { McpServers } from "./mcp/servers.js";
+import { OwnerQuestions } from "./mcp/elicitation.js";
 import { InstallJobs } from "./install-jobs.js";
 import { Lifecycle } from "./lifecycle.js";
 import { PermissionStore } from "./permissions.js";
@@ -156,13 +157,23 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
   // The store is made after the formats; a Workbench plugin whose tools changed by themselves is reread.
   let changed: (plugin: string) => void = () => {};
   const workbenchHosts = new WorkbenchHosts(executor, logger.child("workbench"), (plugin) => changed(plugin));
+  // An MCP server's questions go to the owner through the app, at once (never the outbox: an
+  // answer later than the call is worth nothing); one that cannot be told is cancelled.
+  const questions = new OwnerQuestions({
+    tell: async (question) => {
+      await app.request("POST", "/questions", { body: question, timeoutMs: 10_000, retries: 0 });
+    },
+    logger: logger.child("questions"),
+  });
   const mcp = new McpServers({
+    questions,
     ...(options.mcpServersFile ? { file: options.mcpServersFile } : {}),
     executor,
     network,
     isolation,
     dataDir,
     grantsFile: join(options.stateDir, "mcp-grants.json"),
+    oauthFile: join(options.stateDir, "mcp-oauth.json"),
     logger: logger.child("mcp"),
     changed: (plugin) => changed(plugin),
   });
@@ -255,6 +266,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     approvals,
     network,
     mcp,
+    questions,
     sandbox: sandbox.status,
     state: [
       { name: "plugins", dir: options.pluginsDir },

@@ -25,6 +25,8 @@ export interface ToolDef {
   policy?: "auto" | "ask" | "deny";
   /** Why the tool cannot run on this machine (an Osaurus tool that needs a macOS permission). */
   unavailable?: string;
+  /** An MCP server's `readOnlyHint` for the tool (the app believes it only where the owner says). */
+  readOnlyHint?: boolean;
 }
 
 /** A skill (Agent Skills' SKILL.md) a plugin ships, offered to the model. */
@@ -59,6 +61,8 @@ export interface Plugin {
   needsApproval: boolean;
   /** An MCP server's transport and state when it was read. */
   server?: McpServerStatus;
+  /** The longest a sync run may take, when longer than other formats' (an MCP server's questions). */
+  runSeconds?: number;
   /** The skills it ships (Osaurus). */
   skills?: PluginSkill[];
   /** Whether its package's signature was checked against a trusted key at install (Osaurus). */

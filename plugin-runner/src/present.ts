@@ -32,8 +32,10 @@ export function pluginDetail(plugin: Plugin, values: ConfigValues, permissions: 
       ...(tool.schema ? { schema: tool.schema } : {}),
       ...(tool.policy ? { policy: tool.policy } : {}),
       ...(tool.unavailable ? { unavailable: tool.unavailable } : {}),
+      ...(tool.readOnlyHint ? { readOnlyHint: true } : {}),
     })),
     ...(instructions !== undefined ? { instructions } : {}),
     ...(config !== undefined ? { config } : {}),
+    ...(plugin.runSeconds !== undefined ? { runSeconds: plugin.runSeconds } : {}),
   };
 }

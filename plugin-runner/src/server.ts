@@ -7,6 +7,8 @@ import {
   approveRequestSchema,
   badRequest,
   configureRequestSchema,
+  mcpOAuthFinishRequestSchema,
+  mcpOAuthStartRequestSchema,
   createPluginRequestSchema,
   createServiceListener,
   installRequestSchema,
@@ -14,11 +16,14 @@ import {
   networkRequestSchema,
   notFound,
   pluginNameRequestSchema,
+  questionAnswerSchema,
+  QUESTION_ID_PATTERN,
   readBody,
   readValidJson,
   requireContentType,
   runToolRequestSchema,
 } from "@stavrobot/common";
+import { DomainError } from "@stavrobot/common";
 import type { Logger, SandboxStatus, StatePart } from "@stavrobot/common";
 import type { InstallJobs } from "./install-jobs.js";
 import type { Lifecycle } from "./lifecycle.js";
@@ -30,6 +35,7 @@ import type { ApprovalStore } from "./approvals.js";
 import type { Formats } from "./formats/index.js";
 import type { NetworkPolicy } from "./network.js";
 import type { McpServers } from "./mcp/servers.js";
+import type { OwnerQuestions } from "./mcp/elicitation.js";
 import { OwnerSettings, pluginFacts } from "./owner-settings.js";
 import { pluginDetail } from "./present.js";
 import { readPluginSkill } from "./osaurus/read-skill.js";
@@ -56,6 +62,8 @@ export interface ServerDeps {
   network: NetworkPolicy;
   /** The owner's MCP servers (GET /health names those that keep failing). */
   mcp?: McpServers;
+  /** MCP servers' questions waiting for the owner (`POST /questions/:id` answers one). */
+  questions?: OwnerQuestions;
   /** How tool processes are isolated here (reported by `GET /health`). */
   sandbox: SandboxStatus;
   /** The plugins, their data and this service's state, for the app's full backup (`GET /state-archive`). */
@@ -139,6 +147,14 @@ export function buildRoutes(deps: ServerDeps): Router {
       // A tool that failed is an answer like any other: the request itself was fine.
       return { json: answer.outcome };
     })
+    // The owner's answer to an MCP server's question, as the app passes it on (elicitation.ts).
+    .post("/questions/:id", async ({ req, params }) => {
+      const id = params.id ?? "";
+      const body = await readValidJson(req, 64 * 1024, questionAnswerSchema);
+      if (!deps.questions || !QUESTION_ID_PATTERN.test(id))
+        throw notFound(`No question ${id.slice(0, 20)} waits for an answer.`);
+      return { json: { message: deps.questions.answer(id, body.action, body.values) } };
+    })
     .post("/create", async ({ req }) => {
       const body = await readValidJson(req, limit, createPluginRequestSchema);
       return { status: 201, json: await lifecycle.create(body.name, body.description) };
@@ -191,6 +207,17 @@ export function buildRoutes(deps: ServerDeps): Router {
     .post("/configure", async ({ req }) => {
       const body = await readValidJson(req, limit, configureRequestSchema);
       return { json: await lifecycle.configure(body.name, body.config) };
+    })
+    // Owner only (the app's Connect button and its OAuth callback): a remote MCP server's sign-in.
+    .post("/mcp/oauth/start", async ({ req }) => {
+      const body = await readValidJson(req, limit, mcpOAuthStartRequestSchema);
+      if (!deps.mcp) throw new DomainError("not-found", `No MCP server "${body.name}" is declared.`);
+      return { json: await deps.mcp.signInStart(body.name, body.redirectUrl) };
+    })
+    .post("/mcp/oauth/finish", async ({ req }) => {
+      const body = await readValidJson(req, limit, mcpOAuthFinishRequestSchema);
+      if (!deps.mcp) throw new DomainError("invalid", "No MCP server is declared.");
+      return { json: await deps.mcp.signInFinish(body) };
     });
   return deps.state ? addStateArchiveRoute(router, deps.state, logger) : router;
 }

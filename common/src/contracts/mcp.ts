@@ -23,6 +23,9 @@ const machinePath = z
 /** How a server is reached, as other assistants' configs spell it (`http` is Streamable HTTP). */
 export const MCP_TRANSPORT_TYPES = ["stdio", "http", "streamable-http", "sse"] as const;
 
+/** The longest the owner may take to answer a server's questions during one call. */
+export const MAX_QUESTION_TIMEOUT_SECONDS = 900;
+
 /** The longest a first start (an `npx -y` download included) may take. */
 export const MAX_START_TIMEOUT_SECONDS = 600;
 
@@ -50,6 +53,18 @@ export const mcpServerSchema = z
       .refine((value) => /^https?:\/\//.test(value), "must be an http:// or https:// URL")
       .optional(),
     headers: namedRecord(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "must be an HTTP header name"),
+    /**
+     * OAuth 2.1 for a remote server without an `Authorization` header (the runner signs in when the
+     * owner presses Connect): a client registered by hand (`clientId`, `clientSecret`, a secret)
+     * where the authorization server offers no dynamic registration, and the `scope` to ask for.
+     */
+    oauth: z
+      .strictObject({
+        clientId: z.string().min(1).optional(),
+        clientSecret: z.string().min(1).optional(),
+        scope: z.string().min(1).optional(),
+      })
+      .optional(),
     /** Shown to the model beside the server's name; default the server's own instructions or name. */
     description: z.string().max(1000).optional(),
     network: z.boolean().default(true),
@@ -58,6 +73,11 @@ export const mcpServerSchema = z
       .positive()
       .max(80, "must be at most 80: the agent waits 90 s for a tool")
       .default(60),
+    /**
+     * How long the owner has to answer the server's questions (elicitation) during one call; that
+     * wait does not count against `timeoutSeconds`, and a question not answered in time is cancelled.
+     */
+    questionTimeoutSeconds: z.number().positive().max(MAX_QUESTION_TIMEOUT_SECONDS).default(300),
     /** How long a start (and its handshake) may take: an `npx -y` first start downloads the package. */
     startTimeoutSeconds: z.number().positive().max(MAX_START_TIMEOUT_SECONDS).default(120),
     enabled: z.boolean().default(true),
@@ -95,8 +115,13 @@ export const mcpServerSchema = z
           path: ["network"],
           message: "a remote server is reached over the network: remove network = false or the server",
         });
-    } else if (Object.keys(server.headers).length > 0) {
-      ctx.addIssue({ code: "custom", path: ["headers"], message: "only for a remote server (with url)" });
+      if (server.oauth?.clientSecret && !server.oauth.clientId)
+        ctx.addIssue({ code: "custom", path: ["oauth", "clientSecret"], message: "needs oauth.clientId" });
+    } else {
+      if (Object.keys(server.headers).length > 0)
+        ctx.addIssue({ code: "custom", path: ["headers"], message: "only for a remote server (with url)" });
+      if (server.oauth)
+        ctx.addIssue({ code: "custom", path: ["oauth"], message: "only for a remote server (with url)" });
     }
   });
 export type McpServerDeclaration = z.infer<typeof mcpServerSchema>;
@@ -149,3 +174,42 @@ export type McpServerDeclarations = z.infer<typeof mcpServersSchema>;
 
 /** The file the app writes for the runner: next to the internal secret, readable by the owner only. */
 export const MCP_SERVERS_FILE = "mcp-servers.json";
+
+/**
+ * The MCP client's own tools, offered beside a server's tools on the plugin of every server that
+ * declares the feature: its resources listed and read, its prompts listed and fetched. A `/` is in
+ * no plugin tool's name of any format (nor in a server's tool the runner shows), so these names
+ * always mean these tools; each of them only reads.
+ */
+export const MCP_CLIENT_TOOLS = [
+  "resources/list",
+  "resources/templates/list",
+  "resources/read",
+  "prompts/list",
+  "prompts/get",
+] as const;
+export type McpClientTool = (typeof MCP_CLIENT_TOOLS)[number];
+
+export function isMcpClientTool(name: unknown): name is McpClientTool {
+  return typeof name === "string" && (MCP_CLIENT_TOOLS as readonly string[]).includes(name);
+}
+
+/** `POST /mcp/oauth/start` (owner only): where the owner's browser goes to sign a server in. */
+export const mcpOAuthStartRequestSchema = z.object({
+  name: z.string().min(1).max(64),
+  /** The app's route the authorization server sends the browser back to. */
+  redirectUrl: z.url().refine((value) => /^https?:\/\//.test(value), "must be an http(s) URL"),
+});
+export const mcpOAuthStartResponseSchema = z.union([
+  z.object({ authorizationUrl: z.string() }),
+  z.object({ connected: z.literal(true), message: z.string() }),
+]);
+
+/** `POST /mcp/oauth/finish` (owner only): the query the authorization server sent back. */
+export const mcpOAuthFinishRequestSchema = z.object({
+  state: z.string().max(512).optional(),
+  code: z.string().max(4096).optional(),
+  error: z.string().max(512).optional(),
+  error_description: z.string().max(2048).optional(),
+});
+export const mcpOAuthFinishResponseSchema = z.object({ name: z.string(), message: z.string() });

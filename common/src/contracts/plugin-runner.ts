@@ -34,6 +34,11 @@ export const toolSummarySchema = z.object({
   policy: z.enum(["auto", "ask", "deny"]).optional(),
   /** Why the tool cannot run on this machine (a macOS permission an Osaurus tool needs). */
   unavailable: z.string().optional(),
+  /**
+   * An MCP server says the tool only reads (its `readOnlyHint` annotation). A hint, not a promise:
+   * the app's trust gate believes it only for servers the owner names (`[trust] readOnlyHints`).
+   */
+  readOnlyHint: z.boolean().optional(),
 });
 export type ToolSummary = z.infer<typeof toolSummarySchema>;
 
@@ -66,6 +71,8 @@ export const mcpServerStatusSchema = z.object({
   lastError: z.string().optional(),
   /** Failures in a row since it last ran well. */
   failures: z.number().int().min(0),
+  /** OAuth (a remote server that asks for sign-in): `needed` until the owner signs in again. */
+  signIn: z.enum(["needed", "ok"]).optional(),
 });
 export type McpServerStatus = z.infer<typeof mcpServerStatusSchema>;
 
@@ -114,6 +121,11 @@ export const pluginDetailSchema = pluginSummarySchema.extend({
   tools: z.array(toolSummarySchema),
   instructions: z.string().optional(),
   config: z.record(z.string(), configKeyStatusSchema).optional(),
+  /**
+   * The longest a sync run of it may take on the runner, when that is longer than for plugins of
+   * the other formats: an MCP server's call may wait for the owner's answers to its questions.
+   */
+  runSeconds: z.number().positive().optional(),
 });
 export type PluginDetail = z.infer<typeof pluginDetailSchema>;
 
@@ -279,3 +291,32 @@ export const healthResponseSchema = z.object({
   sandbox: sandboxStatusSchema.optional(),
   network: networkStatusSchema.optional(),
 });
+
+/** An MCP server's question to the owner (elicitation): four letters or digits they type back. */
+export const QUESTION_ID_PATTERN = /^[a-z2-9]{4}$/;
+/** The longest question text the runner sends the app. */
+export const MAX_QUESTION_CHARS = 8_000;
+
+/**
+ * `POST /questions/:id` (runner): the owner's answer to an MCP server's question. `values` are
+ * the owner's words per field (`key=value`), which the runner checks against the server's form.
+ * 200 `{message}` to tell the owner; 404 when no such question waits; 400 naming what is wrong
+ * (the question keeps waiting).
+ */
+export const questionAnswerSchema = z.strictObject({
+  action: z.enum(["accept", "decline", "cancel"]),
+  values: z.record(z.string(), z.string().max(4_000)).optional(),
+});
+export type QuestionAnswer = z.infer<typeof questionAnswerSchema>;
+export const questionAnswerResponseSchema = z.object({ message: z.string() });
+
+/**
+ * `POST /questions` (app, internal port): an MCP server's question, worded for the owner by the
+ * runner; the app tells the owner on their channel and in the web admin's notifications.
+ */
+export const ownerQuestionSchema = z.strictObject({
+  id: z.string().regex(QUESTION_ID_PATTERN),
+  plugin: z.string().min(1).max(64),
+  text: z.string().min(1).max(MAX_QUESTION_CHARS),
+});
+export type OwnerQuestion = z.infer<typeof ownerQuestionSchema>;

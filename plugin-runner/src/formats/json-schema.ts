@@ -32,16 +32,26 @@ export async function validateAgainstSchema(
   schema: JsonSchema | undefined,
   input: Record<string, unknown>,
 ): Promise<ValidatedParams> {
-  const validate = schema ? validatorFor(schema, await loadAjv()) : null;
-  if (validate && !validate(input)) {
-    const problems = (validate.errors ?? [])
-      .slice(0, 10)
-      .map((error) => `${error.instancePath || "(parameters)"} ${error.message ?? "is invalid"}`.trim());
-    throw new DomainError("invalid", `Invalid parameters: ${[...new Set(problems)].join("; ")}`, {
-      schema,
-    });
-  }
+  const problems = schema ? await schemaProblems(schema, input, "(parameters)") : undefined;
+  if (problems) throw new DomainError("invalid", `Invalid parameters: ${problems}`, { schema });
   return { values: input, files: [] };
+}
+
+/**
+ * What in `value` the schema refuses (at most ten problems, `/path message; …`), or undefined when
+ * it passes or the schema does not compile. `whole` names the value itself in a problem.
+ */
+export async function schemaProblems(
+  schema: JsonSchema,
+  value: unknown,
+  whole = "(the value)",
+): Promise<string | undefined> {
+  const validate = validatorFor(schema, await loadAjv());
+  if (!validate || validate(value)) return undefined;
+  const problems = (validate.errors ?? [])
+    .slice(0, 10)
+    .map((error) => `${error.instancePath || whole} ${error.message ?? "is invalid"}`.trim());
+  return [...new Set(problems)].join("; ");
 }
 
 function validatorFor(schema: JsonSchema, ajv: Ajv): ValidateFunction | null {

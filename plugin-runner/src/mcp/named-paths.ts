@@ -101,6 +101,14 @@ export function namedMounts(paths: readonly NamedPath[]): Mount[] {
   }));
 }
 
+/**
+ * The roots the server is told of (`roots/list`): the data paths and new files' folders its
+ * declaration names, the places the owner gave it to work in (code it runs is not one).
+ */
+export function grantedRoots(paths: readonly NamedPath[]): string[] {
+  return paths.filter((named) => named.kind !== "code").map((named) => named.path);
+}
+
 /** The code roots a path brings (none: it is data). */
 async function codeOf(path: string, info: Stats, home: string | undefined): Promise<string[]> {
   const real = await realpath(path).catch(() => path);

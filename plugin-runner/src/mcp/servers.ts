@@ -6,10 +6,14 @@ import type { Isolation } from "../users.js";
 import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
 import type { JsonSchema } from "../formats/format.js";
 import { FORMAT_TOOL_NAME, flatParameters } from "../formats/format.js";
+import { clientTools } from "./features.js";
 import { McpGrants } from "./grants.js";
+import { OAuthStore } from "./oauth-store.js";
 import type { McpServer, McpServerDeps } from "./server.js";
 
-export interface McpServersOptions extends Omit<McpServerDeps, "changed" | "grants"> {
+export interface McpServersOptions extends Omit<McpServerDeps, "changed" | "grants" | "oauth"> {
+  /** Where remote servers' OAuth sign-ins are kept (the runner's state, mode 0600). */
+  oauthFile?: string;
   /** A server no longer declared loses its user (its state directory stays, for when it returns). */
   isolation: Pick<Isolation, "removeUser">;
   /** The declarations the app wrote from config.toml (absent: no MCP servers). */
@@ -41,9 +45,52 @@ export class McpServers {
   private started = false;
   private poll: NodeJS.Timeout | undefined;
   private readonly grants: McpGrants;
+  private readonly oauth: OAuthStore;
 
   constructor(private readonly options: McpServersOptions) {
     this.grants = new McpGrants(options.grantsFile, options.logger);
+    this.oauth = new OAuthStore(options.oauthFile, options.logger);
+  }
+
+  /**
+   * A Connect from the owner's card: the authorization page to open, or signed in at once (a
+   * refresh token that still works). 404 for no such server, 400 for one that does not sign in.
+   */
+  async signInStart(name: string, redirectUrl: string) {
+    const server = await this.get(name);
+    if (!server) throw new DomainError("not-found", `No MCP server "${name}" is declared.`);
+    if (!server.oauth)
+      throw new DomainError(
+        "invalid",
+        `MCP server "${name}" does not sign in with OAuth (a stdio server, or one given an Authorization header).`,
+      );
+    const { startSignIn } = await import("./oauth.js");
+    const started = await startSignIn(this.oauthOptions(server), redirectUrl);
+    if ("connected" in started) {
+      server.signedIn();
+      return { connected: true as const, message: `MCP server "${name}" is signed in.` };
+    }
+    return started;
+  }
+
+  /** The authorization server sent the owner back: the code is exchanged and the server connected. */
+  async signInFinish(query: { state?: string; code?: string; error?: string; error_description?: string }) {
+    await this.refresh();
+    const { finishSignIn } = await import("./oauth.js");
+    const name = await finishSignIn(
+      this.oauth,
+      (candidate) => {
+        const server = this.servers.get(candidate);
+        return server?.oauth ? this.oauthOptions(server) : undefined;
+      },
+      query,
+    );
+    this.servers.get(name)?.signedIn();
+    return { name, message: `MCP server "${name}" is signed in.` };
+  }
+
+  private oauthOptions(server: McpServer) {
+    return { name: server.name, declaration: server.declaration, store: this.oauth };
   }
 
   /** Reads the declarations and starts every enabled server (in the background). */
@@ -110,13 +157,19 @@ export class McpServers {
   }
 
   /** Servers that keep failing (for GET /health), with their last error (secrets removed). */
-  failing(): { name: string; state: string; failures: number; lastError?: string }[] {
+  failing(): { name: string; state: string; failures: number; lastError?: string; signIn?: "needed" }[] {
     return [...this.servers.values()]
-      .filter((server) => server.status.state === "failed" || server.status.failures >= 3)
+      .filter(
+        (server) =>
+          server.status.state === "failed" ||
+          server.status.failures >= 3 ||
+          server.status.signIn === "needed",
+      )
       .map((server) => ({
         name: server.name,
         state: server.status.state,
         failures: server.status.failures,
+        ...(server.status.signIn === "needed" ? { signIn: "needed" as const } : {}),
         ...(server.status.lastError ? { lastError: server.status.lastError } : {}),
       }));
   }
@@ -162,6 +215,7 @@ export class McpServers {
         new McpServer(name, declaration, {
           ...this.options,
           grants: this.grants,
+          oauth: this.oauth,
           changed: this.options.changed,
         }),
       );
@@ -195,7 +249,10 @@ export class McpServers {
   }
 }
 
-/** A server as a plugin: its tools as it lists them, named as it names them. */
+/**
+ * A server as a plugin: its tools as it lists them, named as it names them, then the client's own
+ * tools for the features it offers (`resources/list`, `prompts/get`, …; features.ts).
+ */
 function pluginOf(server: McpServer): Plugin {
   const tools: ToolDef[] = [];
   const skipped: string[] = [];
@@ -219,19 +276,39 @@ function pluginOf(server: McpServer): Plugin {
         schema,
         dir: server.dir,
         entrypoint: server.dir,
+        ...(tool.annotations?.readOnlyHint === true ? { readOnlyHint: true } : {}),
       });
     }
   }
+  // The client's own tools (its resources and prompts), when its handshake offered them: a "/" in
+  // their names, so no tool of the server's is ever one of them.
+  const offered = clientTools(server.capabilities);
+  for (const tool of offered)
+    tools.push({
+      name: tool.name,
+      description: tool.description,
+      async: false,
+      parameters: flatParameters(tool.schema),
+      schema: tool.schema,
+      dir: server.dir,
+      entrypoint: server.dir,
+    });
   const { declaration } = server;
   // A server's instructions say how to use its tools (for the model, unlike a plugin's
   // instructions for the user): they follow its title or the owner's description, and `show`
   // gives them in full. Without them, its tools' names say what it does.
-  const names = tools.map((tool) => tool.name).join(", ");
+  const names = tools
+    .filter((tool) => !tool.name.includes("/"))
+    .map((tool) => tool.name)
+    .join(", ");
   const title = `MCP server${server.serverTitle ? ` ${server.serverTitle}` : ""}`;
   const guide = server.instructions?.trim();
-  const description = guide
-    ? `${declaration.description ?? `${title}.`} ${cap(guide, MAX_INSTRUCTIONS_CHARS)}`
-    : (declaration.description ?? `${title}${names ? ` with ${cap(names, 300)}` : ""}.`);
+  // The model finds the client's own tools from the listing too, as it does the server's.
+  const also = offered.length > 0 ? ` Also ${offered.map((tool) => tool.name).join(", ")}.` : "";
+  const description =
+    (guide
+      ? `${declaration.description ?? `${title}.`} ${cap(guide, MAX_INSTRUCTIONS_CHARS)}`
+      : (declaration.description ?? `${title}${names ? ` with ${cap(names, 300)}` : ""}.`)) + also;
   return {
     name: server.name,
     format: "mcp",
@@ -244,6 +321,8 @@ function pluginOf(server: McpServer): Plugin {
     network: declaration.network,
     needsApproval: false,
     server: { ...server.status },
+    // A call may wait for the owner's answers on top of its own time (elicitation.ts).
+    runSeconds: declaration.timeoutSeconds + declaration.questionTimeoutSeconds,
   };
 }
 

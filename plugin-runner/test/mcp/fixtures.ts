@@ -10,13 +10,16 @@ import { buildFixtureServer } from "./fixture-server.js";
 const here = fileURLToPath(new URL(".", import.meta.url));
 
 /**
- * The stdio fixture server as one file in `dir` (readable by plugin users): the sandbox shows a
+ * A stdio fixture server (the first, the features or the asking server) as one file in `dir` (readable by plugin users): the sandbox shows a
  * server only the paths its command line names, so it cannot reach this repository's node_modules.
  */
-export async function bundleFixtureServer(dir: string): Promise<string> {
-  const out = join(dir, "fixture-mcp-server.mjs");
+export async function bundleFixtureServer(
+  dir: string,
+  server: "fixture" | "features" | "asking" = "fixture",
+): Promise<string> {
+  const out = join(dir, `${server}-mcp-server.mjs`);
   await build({
-    entryPoints: [join(here, "main.ts")],
+    entryPoints: [join(here, server === "fixture" ? "main.ts" : `${server}-main.ts`)],
     bundle: true,
     platform: "node",
     format: "esm",
