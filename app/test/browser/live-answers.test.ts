@@ -128,7 +128,7 @@ describeInBrowser("notifications that stay until the owner dismisses them", () =
     // Not seen while the owner looks elsewhere: another console would still show it.
     expect(answer?.response).toBe("Time to **water** the plants!");
     await page.evaluate("window.__look(true)");
-    await vi.waitFor(async () => expect(await pending()).toEqual([]));
+    await vi.waitFor(async () => expect(await pending()).toEqual([]), { timeout: 15_000 });
     expect(await page.title()).toBe(title);
     await screenshot(page, "notification-listed");
 
@@ -181,7 +181,7 @@ describeInBrowser("notifications that stay until the owner dismisses them", () =
     expect(await page.locator("#notifications-allow").isHidden()).toBe(true);
     expect(await page.evaluate("window.__notifications")).toEqual([]);
     await page.evaluate("window.__look(true)");
-    await vi.waitFor(async () => expect(await pending()).toEqual([]));
+    await vi.waitFor(async () => expect(await pending()).toEqual([]), { timeout: 15_000 });
     // The chat works as before.
     t.fake.enqueue(textTurn("Anything else?"));
     await page.fill("#chat-input", "thanks");

@@ -91,7 +91,7 @@ describeInBrowser("admin pages in Chromium", () => {
     t.fake.enqueue(textTurn("The radar shows **rain** at 17:00."));
     const accepted = await handOver(t.app, { source: "plugin:radar/scan", message: "rain at 17:00" });
     expect(accepted.status).toBe(202);
-    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1));
+    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1), { timeout: 15_000 });
     await t.app.quiet();
     const owner = await ownerContext(browser, t.app.port);
     await owner.page.goto("/people");
@@ -108,7 +108,7 @@ describeInBrowser("admin pages in Chromium", () => {
       });
       return ((await response.json()) as { answers: unknown[] }).answers;
     };
-    await vi.waitFor(async () => expect(await pending()).toEqual([]));
+    await vi.waitFor(async () => expect(await pending()).toEqual([]), { timeout: 15_000 });
     // Still listed on the next page, until the owner dismisses it.
     await owner.page.goto("/");
     await kept.waitFor();
@@ -191,7 +191,7 @@ describeInBrowser("admin pages in Chromium", () => {
     await owner.page.goto("/");
     await owner.page.fill("#chat-input", "take your time");
     await owner.page.click("#chat-send");
-    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1));
+    await vi.waitFor(() => expect(t.fake.requests).toHaveLength(1), { timeout: 15_000 });
     await owner.page.locator("#chat-stop").click();
     await owner.page.locator(".bubble.note", { hasText: "Aborted." }).waitFor();
     release();
