@@ -26,7 +26,15 @@ export default defineConfig({
     // The MCP SDK imports packages that publish TypeScript under a "source" condition too: Vite
     // transforms them instead of handing Node a .ts file.
     server: { deps: { inline: ["@modelcontextprotocol/sdk", "eventsource", "eventsource-parser"] } },
-    projects: ["common", "app", "plugin-runner", "python-runner", "coder", "signal-bridge"].map((name) => ({
+    projects: [
+      "common",
+      "app",
+      "plugin-runner",
+      "python-runner",
+      "coder",
+      "signal-bridge",
+      "whatsapp-bridge",
+    ].map((name) => ({
       extends: true,
       test: {
         name,

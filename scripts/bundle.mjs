@@ -24,14 +24,21 @@ export const ENTRIES = {
   "python-runner": "main.ts",
   coder: "main.ts",
   "signal-bridge": "main.ts",
+  "whatsapp-bridge": "main.ts",
 };
 
 /**
- * Left to Node at run time: PGlite and proxy-agent (Bedrock behind a proxy) find files beside
- * their own modules; the other two are optional imports of libraries (pg's native binding,
+ * Left to Node at run time: PGlite, its pgvector extension and proxy-agent (Bedrock behind a
+ * proxy) find files beside their own modules; the other two are optional imports of libraries (pg's native binding,
  * Mistral's telemetry) that are not installed.
  */
-const EXTERNAL = ["@electric-sql/pglite", "proxy-agent", "pg-native", "@opentelemetry/api"];
+const EXTERNAL = [
+  "@electric-sql/pglite",
+  "@electric-sql/pglite-pgvector",
+  "proxy-agent",
+  "pg-native",
+  "@opentelemetry/api",
+];
 
 /** Libraries written as CommonJS call `require` (for Node's own modules), which ESM lacks. */
 const BANNER =

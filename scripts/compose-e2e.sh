@@ -6,10 +6,11 @@
 #      changes; on exit, also after a failure, it is stopped by its pid and that state restored;
 #   3. makes sure the base images exist, building local stand-ins where no registry answers
 #      (compose-e2e/standins.sh says which);
-#   4. builds the default profile's images and the coder's from a copy of this working tree, and
-#      signal-bridge where its download is reachable and its checksum set;
-#   5. runs the stack from that copy with fake model and speech services, a file server and a git
-#      server on the compose network, and checks it as its owner would (compose-e2e/checks.ts);
+#   4. builds the default profile's images, the coder's and the whatsapp-bridge's from a copy of
+#      this working tree, and signal-bridge where its download is reachable and its checksum set;
+#   5. runs the stack from that copy (profiles coder and whatsapp; WhatsApp stays unlinked: no
+#      phone here) with fake model and speech services, a file server and a git server on the
+#      compose network, and checks it as its owner would (compose-e2e/checks.ts);
 #   6. prints how long each step and check took and each image's size; exits non-zero when any
 #      check failed.
 #
@@ -24,6 +25,8 @@ readonly repo
 readonly here=$repo/scripts/compose-e2e
 readonly project=stavrobot-e2e
 readonly app_budget_mb=400
+# The optional services the stack runs besides the default ones (signal-bridge is built, not run).
+readonly profiles=coder,whatsapp
 work=""
 engine_pid=""
 containerd_pids=""
@@ -65,7 +68,7 @@ step() {
 }
 
 compose() {
-  (cd "$work/stavrobot" && COMPOSE_PROFILES=coder docker-compose -p "$project" \
+  (cd "$work/stavrobot" && COMPOSE_PROFILES=$profiles docker-compose -p "$project" \
     -f docker-compose.yml -f e2e/override.yml "$@")
 }
 
@@ -206,6 +209,14 @@ retryDelaySeconds = 1
 apiKey = "sk-e2e-test"
 model = "gpt-4o-transcribe"
 baseUrl = "http://fake-services:8081/v1"
+
+# The checks install plugins after run_python's output is in the conversation: the trust gate
+# would ask the owner first (app/test/trust*.test.ts test that); here the stack is under test.
+[trust]
+allow = ["manage_plugins"]
+
+# The whatsapp-bridge runs, unlinked: the checks see its state through the app.
+[whatsapp]
 EOF
   cat >"$dir/e2e/override.yml" <<'EOF'
 # The end-to-end test's additions: the fake internet services (with a file server), a git server.
@@ -235,7 +246,7 @@ EOF
 
 build_images() {
   local service
-  for service in app plugin-runner python-runner coder; do
+  for service in app plugin-runner python-runner coder whatsapp-bridge; do
     step "build $service" compose build "$service"
   done
 }
@@ -259,7 +270,7 @@ image_sizes() {
   local image size app_size=""
   log "image sizes (the bases are stand-ins where standins.sh said so):"
   for image in "$project"_app "$project"_plugin-runner "$project"_python-runner "$project"_coder \
-    "$project"_signal-bridge node:22-slim postgres:17; do
+    "$project"_signal-bridge "$project"_whatsapp-bridge node:22-slim pgvector/pgvector:pg17 postgres:17; do
     size=$(docker image inspect -f '{{.Size}}' "$image" 2>/dev/null) || continue
     printf '  %-32s %5d MB\n' "$image" "$((size / 1000000))"
     [ "$image" != "$project"_app ] || app_size=$((size / 1000000))
@@ -280,7 +291,7 @@ run_checks() {
     E2E_PROJECT="$project" \
     E2E_APP_URL="http://127.0.0.1:10567" \
     E2E_PASSWORD="$(cat "$work/password")" \
-    COMPOSE_PROFILES=coder \
+    COMPOSE_PROFILES=$profiles \
     node --import tsx "$here/checks.ts"
 }
 

@@ -24,7 +24,7 @@ usage() {
 }
 
 # The archive's top-level directories that compose mounts from data/<the same name>.
-readonly SIBLINGS=" plugins plugin-data plugin-runner coder coder-state signal-cli signal-bridge "
+readonly SIBLINGS=" plugins plugin-data plugin-runner coder coder-state signal-cli signal-bridge whatsapp-bridge "
 staging=""
 
 main() {

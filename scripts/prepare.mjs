@@ -15,7 +15,15 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const workspaces = ["common", "app", "plugin-runner", "python-runner", "coder", "signal-bridge"];
+const workspaces = [
+  "common",
+  "app",
+  "plugin-runner",
+  "python-runner",
+  "coder",
+  "signal-bridge",
+  "whatsapp-bridge",
+];
 const cache = join(root, "node_modules", ".cache", "stavrobot");
 const stamp = join(cache, "bundle-stamp");
 const bundleLock = join(cache, "bundle.lock");

@@ -20,11 +20,16 @@
  * 7. First start: `npm start` on an empty embedded database and a later one, time (and of it, the
  *    copy of the prepared database) and memory, beside the reference's first start scaled by the
  *    floor (measured here when section 1 did not run) (`first-start.ts`; BENCH_ONLY=firststart).
+ * 8. Skills: what the approved skills' list adds to a request with 0, 10 and 100 skills
+ *    (`skills.ts`; BENCH_ONLY=skills).
  *
  * Sections 1, 2 and 6 are in `turns.ts`. BENCH_ROUNDS (5), BENCH_TURNS (100), BENCH_SCALE, BENCH_SCALE_ROUNDS (9),
- * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing, firststart) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; STAVROBOT_BENCH_FAKE names the shared fake of section 3; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
+ * BENCH_ONLY (comma list of turns, bytes, scale, plugins, writing, firststart, trust, recall, skills) adjust it; BENCH_CPU_PROF=<dir> makes each started product write a V8 CPU profile; STAVROBOT_BENCH_FAKE names the shared fake of section 3; BENCH_DATABASE_URL or TEST_DATABASE_URL names a PostgreSQL server the
  * bench may create databases on (without one, only PGlite is measured).
  */
+import { benignRate } from "./trust.js";
+import { recallBench } from "./recall.js";
+import { skillsListBytes } from "./skills.js";
 import { join } from "node:path";
 import { silentLogger } from "@stavrobot/common";
 import { startFakeAnthropic, type FakeLlmServer } from "@stavrobot/common/test-support";
@@ -57,7 +62,9 @@ const SCALE = Number(process.env.BENCH_SCALE ?? 1_000_000);
  */
 const SCALE_ROUNDS = Number(process.env.BENCH_SCALE_ROUNDS ?? 9);
 const SCALE_TURNS = 40;
-const ONLY = new Set((process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins,writing,firststart").split(","));
+const ONLY = new Set(
+  (process.env.BENCH_ONLY ?? "turns,bytes,scale,plugins,writing,firststart,trust,recall,skills").split(","),
+);
 
 // ---------------------------------------------------------------------------------------------
 // 4: history at scale
@@ -264,6 +271,9 @@ try {
   if (ONLY.has("writing")) sections.push(await startWhileWriting(fake));
   if (ONLY.has("firststart"))
     sections.push(await firstStart(fake, floorTool ?? (await floorToolMs(fake, 3))));
+  if (ONLY.has("trust")) sections.push(await benignRate());
+  if (ONLY.has("recall")) sections.push(await recallBench());
+  if (ONLY.has("skills")) sections.push(await skillsListBytes());
 } finally {
   await fake.close();
 }

@@ -47,9 +47,14 @@ import { wireTurn } from "./queue/wiring.js";
 import { Scheduler } from "./scheduler/scheduler.js";
 import { buildServer } from "./server.js";
 import { wireTools } from "./tools/wiring.js";
+import { SkillStore } from "./skills/store.js";
+import { describeSkillsForPrompt } from "./skills/prompt.js";
 import { seedOwner } from "./db/people.js";
 import type { UsageMeter } from "./usage/meter.js";
 import { wireUsage } from "./usage/wiring.js";
+import { PromptCommands } from "./plugins/prompt-command.js";
+import { QuestionCommands } from "./plugins/questions.js";
+import { ownerDestination } from "./audience.js";
 
 export { resolvePaths, type AppPaths } from "./boot/paths.js";
 
@@ -149,6 +154,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       publicHostname,
       uploadsOf: (agentId) => areas.of(agentId).uploads,
       signalBridge: siblings.signalBridge,
+      whatsappBridge: siblings.whatsappBridge,
       onKept: (answer) => void keepAnswer(answer),
       onDeliveredLater: withdrawFromOwner({ notifications, inbox, live }),
       logger,
@@ -168,7 +174,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     // The owner's record as [owner] says at this start (their identities go to the main agent).
     await seedOwner(db, {
       name: config.owner?.name ?? "owner",
-      identities: (["telegram", "signal"] as const).flatMap((service) => {
+      identities: (["telegram", "signal", "whatsapp", "email"] as const).flatMap((service) => {
         const identifier = channels.ownerIds[service];
         return identifier ? [{ service, identifier }] : [];
       }),
@@ -181,6 +187,9 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       intervalMs: settings.EMBEDDINGS_INTERVAL_SECONDS * 1000,
     });
     if (embeddings) cleanup.add(() => embeddings.worker.stop());
+    // The skills the owner installs: their files beside the data, their approvals signed.
+    const skillStore = new SkillStore(db, paths.skillsDir, internalSecret);
+    const skillSources = { allowPrivateSources: config.skills.allowPrivateSources };
     // One agent's message to another is saved in the inbox for it; the queue is made below.
     const late: { queue?: MessageQueue } = {};
     const tools = wireTools({
@@ -207,6 +216,11 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       usage,
       currentTurn,
       ...(embeddings ? { semantic: embeddings.search } : {}),
+      skills: {
+        store: skillStore,
+        sources: skillSources,
+        waiting: (text) => channels.notices.addNotice("skills", "(a skill waits for your approval)", text),
+      },
     });
     const login = wireLogin({ model, publicHostname, channels, logger });
     cleanup.add(() => login.close());
@@ -227,10 +241,18 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       inbox,
       channels,
       pluginRunner: siblings.pluginRunner,
+      details,
+      ...(embeddings && config.memory?.autoRecall !== false ? { recallSearch: embeddings.search } : {}),
       transcriber: config.stt ? createTranscriber(config.stt) : undefined,
       currentTurn,
       login,
       notReady,
+      internalSecret,
+      skillsForPrompt: async () =>
+        describeSkillsForPrompt(await skillStore.approved(), {
+          count: config.skills.promptCount,
+          bytes: config.skills.promptBytes,
+        }),
       logger,
     });
     late.queue = turn.queue;
@@ -244,7 +266,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       : undefined;
     if (backups) cleanup.add(() => backups.stop());
 
-    const { signalBridge } = channels;
+    const { signalBridge, whatsappBridge } = channels;
     // [mcpServers] edited while the app runs (by hand, `npm run mcp:import`) takes effect now.
     const mcpConfig = new McpConfigWatch({
       configPath: paths.configPath,
@@ -272,11 +294,28 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       pluginRunner: siblings.pluginRunner,
       details,
       pluginsChanged: () => turn.systemPrompt.invalidate("plugins"),
+      skills: {
+        store: skillStore,
+        sources: skillSources,
+        pluginRunner: siblings.pluginRunner,
+        changed: () => turn.systemPrompt.invalidate("knowledge"),
+      },
       mcpConfigProblem,
       notReady,
       allowlist: channels.allowlist,
       people: turn.people,
       tell: channels.tell,
+      approvals: turn.approvals,
+      prompts: new PromptCommands(siblings.pluginRunner, areas.root),
+      questions: new QuestionCommands({
+        pluginRunner: siblings.pluginRunner,
+        // In the web admin's notifications always, and on the owner's channel when they have one.
+        tellOwner: async (text, key) => {
+          await channels.notices.addNotice("mcp", "(an MCP server asks you)", text);
+          const to = ownerDestination(channels.ownerContact);
+          if (to.kind === "channel") await channels.tell(to.channel, to.recipient, text, key);
+        },
+      }),
       channels,
       login: login.login,
       usage: { db, meter: usage.meter, timezone, model: model.model },
@@ -288,6 +327,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
           "python-runner": siblings.pythonRunner,
           ...(config.coder ? { coder: siblings.coder } : {}),
           ...(signalBridge ? { "signal-bridge": signalBridge } : {}),
+          ...(whatsappBridge ? { "whatsapp-bridge": whatsappBridge } : {}),
         },
         publicHostname,
         pages: {
@@ -322,6 +362,9 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
             : []),
           ...(signalBridge
             ? [{ name: "signal-bridge", client: signalBridge, parts: ["signal-cli", "signal-bridge"] }]
+            : []),
+          ...(whatsappBridge
+            ? [{ name: "whatsapp-bridge", client: whatsappBridge, parts: ["whatsapp-bridge"] }]
             : []),
         ],
       },

@@ -6,10 +6,10 @@
  */
 
 /** Channels the assistant pushes messages to. */
-export type Channel = "telegram" | "signal";
+export type Channel = "telegram" | "signal" | "whatsapp" | "email";
 
 /** Sources through which people (the owner, or allowed others) write from their phone. */
-export const CHANNEL_SOURCES: readonly Channel[] = ["signal", "telegram"];
+export const CHANNEL_SOURCES: readonly Channel[] = ["signal", "telegram", "whatsapp", "email"];
 
 export type Destination = { kind: "channel"; channel: Channel; recipient: string } | { kind: "console" };
 
@@ -17,6 +17,9 @@ export type Destination = { kind: "channel"; channel: Channel; recipient: string
 export interface OwnerContact {
   telegram?: string | undefined;
   signal?: string | undefined;
+  whatsapp?: string | undefined;
+  /** Only an address, never a pattern: a pattern says whose mail counts as the owner's, not where to write. */
+  email?: string | undefined;
 }
 
 export const CONSOLE: Destination = { kind: "console" };
@@ -46,14 +49,24 @@ export function startedByNobody(source: string | null): boolean {
     source === "coder" ||
     source === "upload" ||
     source === "agent" ||
+    source === "approval" ||
     (source?.startsWith("plugin:") ?? false)
   );
 }
 
-/** Where the owner is reached when they did not just write: Telegram first, then Signal. */
-export function ownerDestination(owner: OwnerContact): Destination {
-  if (owner.telegram) return { kind: "channel", channel: "telegram", recipient: owner.telegram };
-  if (owner.signal) return { kind: "channel", channel: "signal", recipient: owner.signal };
+/** The owner's push channels in the order they are preferred. */
+const OWNER_CHANNELS: readonly Channel[] = ["telegram", "signal", "whatsapp", "email"];
+
+/**
+ * Where the owner is reached when they did not just write: Telegram first, then Signal, then
+ * WhatsApp, then email, else their console. `except` is a channel not to use (a notice that the
+ * channel itself broke goes by another one).
+ */
+export function ownerDestination(owner: OwnerContact, except?: Channel): Destination {
+  for (const channel of OWNER_CHANNELS) {
+    const recipient = owner[channel];
+    if (recipient && channel !== except) return { kind: "channel", channel, recipient };
+  }
   return CONSOLE;
 }
 

@@ -2,6 +2,7 @@ import type { RequestListener } from "node:http";
 import {
   readValidJson,
   toolProgressSchema,
+  ownerQuestionSchema,
   HttpError,
   Router,
   checkBearer,
@@ -14,6 +15,8 @@ import { createChatHandler, type ChatDeps } from "./routes/chat.js";
 import { answerDatabaseOutage } from "./routes/outage.js";
 import { createPageHandler, createPageQueryHandler, type PagesDeps } from "./routes/pages.js";
 import { addPluginSettingsRoutes, type PluginSettingsDeps } from "./routes/plugin-settings.js";
+import { addMcpOAuthRoutes } from "./routes/mcp-oauth.js";
+import { addSkillSettingsRoutes, type SkillSettingsDeps } from "./routes/skill-settings.js";
 import { createUploadHandler } from "./routes/upload.js";
 import { addAllowlistRoutes } from "./routes/allowlist.js";
 import { addPeopleRoutes } from "./routes/people.js";
@@ -39,9 +42,18 @@ import { collectStatus, type StatusDeps } from "./web/status.js";
 import { addFullBackupRoutes, createBackupHandler } from "./routes/backup.js";
 import type { FullBackupSources } from "./db/full-backup.js";
 import { addProviderSettingsRoutes, type ProviderSettingsDeps } from "./routes/provider-settings.js";
+import { addApprovalRoutes } from "./routes/approvals.js";
+import type { ApprovalDecider } from "./trust/decisions.js";
+import type { QuestionCommands } from "./plugins/questions.js";
+import { addEmailFormRoutes } from "./channels/email/form.js";
+import { addEmbeddingsSettingsRoutes } from "./routes/embeddings-settings.js";
 import { addScheduleRoutes, type ScheduleRouteDeps } from "./routes/schedule.js";
 
 export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
+  /** The owner's decisions on calls the trust gate stopped (their commands, and the API). */
+  approvals?: ApprovalDecider;
+  /** MCP servers' questions: told to the owner (`POST /questions`, internal), answered by their commands. */
+  questions?: QuestionCommands;
   db: Database;
   /** The owner's uploads (`POST /api/upload`). */
   uploadsDir: string;
@@ -67,6 +79,8 @@ export interface ServerDeps extends ChatDeps, PluginSettingsDeps {
   providerSettings: ProviderSettingsDeps;
   /** What the Settings page's full backup is made of. */
   fullBackup: FullBackupSources;
+  /** The Skills page's API (`/api/settings/skills...`): absent, the page lists nothing. */
+  skills?: SkillSettingsDeps;
 }
 
 export interface WebDeps {
@@ -85,8 +99,9 @@ const unauthorized = (): HttpError =>
 
 /**
  * Two listeners: the external one (owner's password, HTTP Basic, username ignored) and the
- * internal one (Bearer internal secret) that only accepts `POST /chat` (sibling services) and
- * `POST /backup` (`npm run backup` while the app runs on the embedded database).
+ * internal one (Bearer internal secret) that only accepts `POST /chat` (sibling services),
+ * `POST /backup` (`npm run backup` while the app runs on the embedded database), and the
+ * plugin-runner's `POST /progress` and `POST /questions`.
  */
 export function buildServer(deps: ServerDeps): { external: RequestListener; internal: RequestListener } {
   const chat = createChatHandler(deps);
@@ -131,8 +146,13 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     .get("/pages/*", createPageHandler(pages), { public: true })
     .get("/api/pages/*", createPageQueryHandler(pages), { public: true });
   addPluginSettingsRoutes(external, deps);
+  addMcpOAuthRoutes(external, deps);
+  if (deps.skills) addSkillSettingsRoutes(external, deps.skills);
   addAllowlistRoutes(external, deps.allowlist);
   addProviderSettingsRoutes(external, deps.providerSettings);
+  // The Email page's form for [email]: there before email is configured, to configure it.
+  addEmailFormRoutes(external, { configPath: deps.providerSettings.configPath });
+  addEmbeddingsSettingsRoutes(external, { configPath: deps.providerSettings.configPath });
   addFullBackupRoutes(external, { sources: deps.fullBackup, logger: deps.logger.child("backup") });
   addPeopleRoutes(external, deps.db);
   addAnswerRoutes(external, {
@@ -140,7 +160,7 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     notifications: new NotificationStore(deps.db),
     live: deps.live,
   });
-  addChatHistoryRoutes(external, { db: deps.db, owner: deps.channels.ownerIds });
+  addChatHistoryRoutes(external, { db: deps.db });
   addEventRoutes(external, { live: deps.live, inbox: deps.inbox, logger: deps.logger.child("events") });
   addLoginRoutes(external, deps.login);
   addUsageRoutes(external, deps.usage);
@@ -156,8 +176,12 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     allowlist: deps.allowlist,
     people: deps.people,
     tell: deps.tell,
+    ...(deps.approvals ? { approvals: deps.approvals } : {}),
+    ...(deps.prompts ? { prompts: deps.prompts } : {}),
+    ...(deps.questions ? { questions: deps.questions } : {}),
     logger: deps.logger,
   });
+  if (deps.approvals) addApprovalRoutes(external, deps.approvals);
   const internal = new Router()
     .post("/chat", chat)
     .post("/backup", createBackupHandler(deps.backup))
@@ -165,6 +189,13 @@ export function buildServer(deps: ServerDeps): { external: RequestListener; inte
     .post("/progress", async ({ req }) => {
       const { turn, ...progress } = await readValidJson(req, 16 * 1024, toolProgressSchema);
       deps.progress.report(turn, { type: "progress", ...progress });
+      return { status: 204 };
+    })
+    // The plugin-runner putting an MCP server's question to the owner (plugins/questions.ts).
+    .post("/questions", async ({ req }) => {
+      const question = await readValidJson(req, 64 * 1024, ownerQuestionSchema);
+      if (!deps.questions) throw new HttpError(503, "Questions to the owner are not wired here");
+      await deps.questions.tell(question);
       return { status: 204 };
     });
   const securityHeaders = {

@@ -107,7 +107,15 @@ describe("docker-compose.yml", () => {
   });
 
   it("mounts nothing over a service's code (the images keep each workspace under /srv/<name>)", () => {
-    const workspaces = ["common", "app", "plugin-runner", "python-runner", "coder", "signal-bridge"];
+    const workspaces = [
+      "common",
+      "app",
+      "plugin-runner",
+      "python-runner",
+      "coder",
+      "signal-bridge",
+      "whatsapp-bridge",
+    ];
     for (const file of ["docker-compose.yml", "docker-compose.harbormaster.yml"]) {
       const text = readFileSync(join(repoRoot, file), "utf8");
       const targets = [...text.matchAll(/^\s+- "?[^":\n]+:(\/[^":\s]*)/gm)].map(
@@ -141,7 +149,7 @@ describe("docker-compose.yml", () => {
         .map(([name]) => name);
       expect(mounting.sort()).toEqual(["app", "plugin-runner"]);
       // Every other sibling reads the same secret, from a read-only mount of its directory.
-      for (const name of ["python-runner", "coder", "signal-bridge"]) {
+      for (const name of ["python-runner", "coder", "signal-bridge", "whatsapp-bridge"]) {
         const service = services[name] as ComposeService;
         const secret = service.environment.STAVROBOT_INTERNAL_SECRET_FILE as string;
         expect(hostDirectory(service, secret), name).toBe(secretDir);

@@ -69,6 +69,11 @@ baseUrl = "${audio.url}"
 apiKey = "sk-stt"
 model = "gpt-4o-transcribe"
 baseUrl = "${audio.url}"
+
+# These tests are about the tools; after web_search's results are in the conversation, the trust
+# gate would ask before a fetch or code (app/test/trust.test.ts tests that).
+[trust]
+allow = ["web_fetch", "run_python"]
 `;
   testEnv = await createTestEnv(configFor(fake, "anthropic", extra));
   app = await startApp({

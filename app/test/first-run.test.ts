@@ -7,6 +7,7 @@ import {
   FAKE_ANTHROPIC_MODELS,
   FAKE_OPENAI_MODEL_ID,
   startFakeAnthropic,
+  startFakeEmbeddings,
   startFakeOpenAI,
   textTurn,
   type FakeLlmServer,
@@ -113,6 +114,29 @@ describe("the first start at a terminal", () => {
     expect(run.text).toContain("[queue]");
   });
 
+  it("offers search by meaning after the provider, checks the endpoint, and writes it", async () => {
+    const embeddings = await startFakeEmbeddings({ apiKey: "sk-embed-first" });
+    try {
+      const refused = await firstRun(["", embeddings.url, "fake-embed-small", "sk-wrong"]);
+      expect(refused.printed).toContain("Optional: search by meaning");
+      expect(refused.printed).toMatch(/That did not work: .*Incorrect API key provided.*Settings page/);
+      expect(loadConfig(refused.configPath).embeddings).toBeUndefined();
+
+      const run = await firstRun(["", embeddings.url, "fake-embed-small", "sk-embed-first"]);
+      expect(run.printed).toMatch(
+        /OK: .*fake-embed-small\S*, \d+ dimensions answered; .*running app\. Written to/,
+      );
+      expect(run.printed).not.toContain("sk-embed-first");
+      expect(loadConfig(run.configPath).embeddings).toMatchObject({
+        baseUrl: embeddings.url,
+        model: "fake-embed-small",
+        apiKey: "sk-embed-first",
+      });
+    } finally {
+      await embeddings.close();
+    }
+  });
+
   it("lets the person give up after a refusal, and ends quietly when the input ends", async () => {
     const refused = await firstRun(["3", fake.url, "a", "claude-sonnet-4-5", "sk-ant-invalid", "n"]);
     expect(refused.set).toBe(false);
@@ -169,8 +193,9 @@ describe.skipIf(terminalMissing)(
       return { term, configPath };
     }
 
-    /** The start went on after the questions and stopped at the port held for the test. */
+    /** Search by meaning skipped; the start went on after the questions and stopped at the port held for the test. */
     const endsAtThePort = async (term: Terminal) => {
+      await term.answer("or Enter to skip: ", "");
       await term.waitFor("Ports in use");
       await term.exited;
     };

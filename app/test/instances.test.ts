@@ -47,6 +47,7 @@ async function freePorts(): Promise<Record<string, string>> {
     "PYTHON_RUNNER_PORT",
     "CODER_PORT",
     "SIGNAL_BRIDGE_PORT",
+    "WHATSAPP_BRIDGE_PORT",
   ];
   const ports: Record<string, string> = {};
   for (const name of names) ports[name] = String(await freePort());

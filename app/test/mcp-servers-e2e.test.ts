@@ -20,7 +20,7 @@ import {
   type FixtureHttpServer,
 } from "../../plugin-runner/test/mcp/fixtures.js";
 import { RED_PIXEL_PNG } from "../../plugin-runner/test/mcp/fixture-server.js";
-import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { chat, configFor, createTestEnv, type TestEnv, TRUST_PLUGIN_MANAGEMENT } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
 import { NPM_START, NPM_START_ENV, freePort, repoRoot, runToExit } from "./helpers/process.js";
 import { progressOf, startProduct, stopAfterServersGo, type Product } from "./helpers/product.js";
@@ -79,7 +79,7 @@ beforeAll(async () => {
     listener.listen(0, "127.0.0.1", () => resolve((listener.address() as { port: number }).port)),
   );
   fake = await startFakeAnthropic();
-  testEnv = await createTestEnv(configFor(fake, "anthropic", servers()));
+  testEnv = await createTestEnv(configFor(fake, "anthropic", servers() + TRUST_PLUGIN_MANAGEMENT));
   app = await startProduct(testEnv);
 }, 180_000);
 

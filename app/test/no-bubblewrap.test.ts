@@ -79,7 +79,12 @@ describe.runIf(requires("a fresh machine as root: per-plugin users need root", i
       fake = await startFakeAnthropic();
       database = await createTestDatabase();
       mkdirSync(join(dataDir, "main"), { recursive: true });
-      writeFileSync(join(dataDir, "main", "config.toml"), configFor(fake));
+      // The plugin's result is outside text, so the trust gate would ask the owner before the later
+      // run_python (app/test/trust.test.ts covers that); here only the sandbox is under test.
+      writeFileSync(
+        join(dataDir, "main", "config.toml"),
+        configFor(fake, "anthropic", '[trust]\nallow = ["run_python"]\n'),
+      );
       running = await startAppProcess({
         PATH: `${shims}:${machinePathWithout(["bwrap"])}`,
         HOME: home,

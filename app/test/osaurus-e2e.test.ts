@@ -16,7 +16,7 @@ import {
   skillText,
   zipFiles,
 } from "../../plugin-runner/test/osaurus-fixtures.js";
-import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { chat, configFor, createTestEnv, type TestEnv, TRUST_PLUGIN_MANAGEMENT } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
 import { startProduct, type Product } from "./helpers/product.js";
 
@@ -73,7 +73,7 @@ beforeAll(async () => {
   fake = await startFakeAnthropic();
   // Tools stop after 3 s here (the slow tool's test), and the publisher's key is trusted.
   const plugins = `[plugins]\ntimeoutSeconds = 3\nosaurusTrustedKeys = ["${keys.publicKey}"]\n`;
-  testEnv = await createTestEnv(configFor(fake, "anthropic", plugins));
+  testEnv = await createTestEnv(configFor(fake, "anthropic", plugins + TRUST_PLUGIN_MANAGEMENT));
   app = await startProduct(testEnv);
 }, 120_000);
 

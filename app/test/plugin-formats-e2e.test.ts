@@ -18,7 +18,7 @@ import {
   writeFiles,
   writeWorkbenchPlugin,
 } from "../../plugin-runner/test/format-fixtures.js";
-import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { chat, configFor, createTestEnv, type TestEnv, TRUST_PLUGIN_MANAGEMENT } from "./helpers/app.js";
 import { raw } from "./helpers/http.js";
 import { startProduct, type Product } from "./helpers/product.js";
 
@@ -81,7 +81,7 @@ beforeAll(async () => {
     listener.listen(0, "127.0.0.1", () => resolve((listener.address() as { port: number }).port)),
   );
   fake = await startFakeAnthropic();
-  testEnv = await createTestEnv(configFor(fake));
+  testEnv = await createTestEnv(configFor(fake, "anthropic", TRUST_PLUGIN_MANAGEMENT));
   app = await startProduct(testEnv);
 }, 120_000);
 

@@ -1,5 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { basicAuthHeader } from "@stavrobot/common";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   isRoot,
@@ -13,7 +14,7 @@ import {
   uniqueName,
   type FakeLlmServer,
 } from "@stavrobot/common/test-support";
-import { chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
+import { PASSWORD, chat, configFor, createTestEnv, type TestEnv } from "./helpers/app.js";
 import { progressOf, startProduct, stopAfterServersGo, type Product } from "./helpers/product.js";
 import { PUBLISHED_MCP_SERVERS, installPublishedMcpServers } from "./helpers/published-mcp.js";
 
@@ -156,10 +157,38 @@ describe.each(MODES)("published MCP servers under npm start ($name sandbox)", (m
     expect(fake.requests[1]!.lastUserText).toContain("Long running operation completed");
   });
 
+  it("server-everything as a whole client: resources, templates and prompts read, no roots, its output schema kept", async () => {
+    await running(everything);
+    expect(await modelRuns(everything, "resources/list")).toContain("demo://resource/static/document/");
+    expect(await modelRuns(everything, "resources/templates/list")).toContain(
+      "demo://resource/dynamic/text/{resourceId}",
+    );
+    const text = await modelRuns(everything, "resources/read", { uri: "demo://resource/dynamic/text/7" });
+    expect(text).toContain("[resource demo://resource/dynamic/text/7]");
+    expect(text).toContain("Resource 7: This is a plaintext resource");
+    expect(await modelRuns(everything, "resources/read", { uri: "demo://resource/dynamic/blob/7" })).toMatch(
+      /output file[\s\S]*Output files:/,
+    );
+    expect(await modelRuns(everything, "prompts/list")).toContain("args-prompt");
+    expect(
+      await modelRuns(everything, "prompts/get", { name: "args-prompt", arguments: { city: "Oslo" } }),
+    ).toContain("What's weather in Oslo?");
+    expect(await modelRuns(everything, "prompts/get", { name: "args-prompt" })).toContain(
+      'Prompt "args-prompt" needs "city".',
+    );
+    // Its declaration names only its code: the client has no roots to give it.
+    expect(await modelRuns(everything, "get-roots-list")).toContain("no roots are currently configured");
+    expect(await modelRuns(everything, "get-structured-content", { location: "Chicago" })).toContain(
+      "temperature",
+    );
+  });
+
   it.runIf(canGrantWrites)(
     "server-filesystem reads and writes in its folder and is refused outside it",
     async () => {
       await running(files);
+      // Its roots (what it may reach) are the folder its declaration names.
+      expect(await modelRuns(files, "list_allowed_directories")).toContain(at("notes"));
       expect(await modelRuns(files, "read_text_file", { path: at("notes", "todo.txt") })).toContain(
         "buy milk",
       );
@@ -173,6 +202,15 @@ describe.each(MODES)("published MCP servers under npm start ($name sandbox)", (m
       const outside = await modelRuns(files, "read_text_file", { path: at("elsewhere", "secret.txt") });
       expect(outside).toContain("Access denied");
       expect(outside).not.toContain("not for the server");
+      // Its own readOnlyHint annotations reach the app (the trust gate believes them only where
+      // the owner says: [trust] readOnlyHints).
+      const tools = (
+        (await app.runner("GET", `/bundles/${files}`)).body as {
+          tools: { name: string; readOnlyHint?: boolean }[];
+        }
+      ).tools;
+      expect(tools.find((tool) => tool.name === "read_text_file")?.readOnlyHint).toBe(true);
+      expect(tools.find((tool) => tool.name === "write_file")?.readOnlyHint).toBeUndefined();
     },
   );
 
@@ -194,6 +232,46 @@ describe.each(MODES)("published MCP servers under npm start ($name sandbox)", (m
       expect(await modelRuns(memory, "search_nodes", { query: "Ada" })).toContain("writes the first program");
     },
   );
+
+  it("server-everything asks the owner mid call (elicitation), and the owner's /answer goes back to it", async () => {
+    await running(everything);
+    fake.reset();
+    fake.enqueue(runTool(everything, "trigger-elicitation-request", {}), textTurn("done"));
+    const turn = chat(app, "run trigger-elicitation-request");
+    // The owner has no channel here: the question waits among the console's unseen answers.
+    const question = await vi.waitFor(
+      async () => {
+        const pending = await fetch(`http://127.0.0.1:${app.port}/api/answers/pending`, {
+          headers: { Authorization: basicAuthHeader(PASSWORD) },
+        });
+        const { answers } = (await pending.json()) as { answers: { response: string }[] };
+        const asked = answers.find((answer) =>
+          answer.response.includes(`MCP server "${everything}" asks you`),
+        );
+        expect(asked).toBeDefined();
+        return asked!.response;
+      },
+      { timeout: 30_000, interval: 250 },
+    );
+    expect(question).toContain('(while its tool "trigger-elicitation-request" runs)');
+    expect(question).toContain("- integer (whole number 1–100; default 42)");
+    expect(question).toContain("- titledSingleSelectEnum (one of: hero-1 = Superman, hero-2 = Green Lantern");
+    const id = /\/answer ([a-z2-9]{4})/.exec(question)![1]!;
+    const wrong = await chat(app, `/answer ${id} name=Ada email=ada`);
+    expect(String(wrong.body.response)).toContain('"email" must be an email address');
+    const right = await chat(
+      app,
+      `/answer ${id} name="Ada Lovelace" check=yes integer=7 untitledMultipleSelectEnum=Piano,Drums titledSingleSelectEnum="Wonder Woman"`,
+    );
+    expect(right.body.response).toBe(`Answered: MCP server "${everything}" has your answer.`);
+    expect((await turn).body.response).toMatch(/done$/);
+    const result = fake.requests[1]!.lastUserText;
+    expect(result).toContain("User provided the requested information!");
+    expect(result).toContain("- Name: Ada Lovelace");
+    expect(result).toContain("- Favorite Integer: 7");
+    expect(result).toContain('"hero-3"');
+    expect(result).toContain('"Piano"');
+  });
 
   it("server-memory through npx -y at a pinned version: fetched on its first start, then used", async () => {
     await running(npx, 300_000);

@@ -80,6 +80,8 @@ describe("GET /api/status", () => {
         webhook: { registered: true, url: `${publicHostname}/telegram/webhook`, pendingUpdates: 0 },
       },
       signal: { configured: false },
+      email: { configured: false },
+      whatsapp: { configured: false },
     });
     expect(answer.uptimeSeconds).toBeGreaterThanOrEqual(0);
     expect(Date.parse(answer.startedAt)).not.toBeNaN();

@@ -22,5 +22,6 @@ export * from "./contracts/plugin-runner.js";
 export * from "./contracts/coder.js";
 export * from "./contracts/python-runner.js";
 export * from "./contracts/signal-bridge.js";
+export * from "./contracts/whatsapp-bridge.js";
 export * from "./contracts/mcp.js";
 export * from "./http/state-archive.js";

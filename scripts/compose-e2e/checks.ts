@@ -12,6 +12,7 @@ import { Stack, eventually, toolTurn } from "./stack.js";
 import { HealthWatch } from "./health.js";
 import { checkOsaurusPlugin } from "./osaurus.js";
 import { checkReadmeRestore, checkRestoredPlugin, checkWebBackup, restoreFullBackup } from "./restore.js";
+import { checkWhatsAppBridge } from "./whatsapp.js";
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -67,6 +68,10 @@ async function main(): Promise<void> {
   });
 
   await check("the runners' GET /health reports namespaces", () => checkRunnersUseNamespaces(stack, health));
+
+  await check("whatsapp-bridge is healthy and the app reports WhatsApp's own state (unlinked)", () =>
+    checkWhatsAppBridge(stack, health),
+  );
 
   // The reminder is set first: it fires while the other checks run.
   const reminder = `R-${Date.now()}`;

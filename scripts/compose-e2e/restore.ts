@@ -67,7 +67,7 @@ export async function checkReadmeRestore(stack: Stack, backup: string): Promise<
 }
 
 /** What a new machine lacks: every directory of data/ but the database server's and its backups. */
-const LOST = ["app", "main", "secrets", "plugins", "plugin-data", "plugin-runner"];
+const LOST = ["app", "main", "secrets", "plugins", "plugin-data", "plugin-runner", "whatsapp-bridge"];
 
 /**
  * With the stack down, the data directories the app and the runners use are moved away (a new

@@ -124,7 +124,7 @@ ensure() {
   case "$image" in
     debian:bookworm-slim) what="Debian bookworm minbase by debootstrap" ;;
     node:*-slim) what="Node's official build from the npm registry on the Debian stand-in" ;;
-    postgres:*) what="Debian's PostgreSQL 15, NOT the version the tag names" ;;
+    postgres:* | pgvector/pgvector:*) what="Debian's PostgreSQL 15 without pgvector, NOT the version the tag names" ;;
     ghcr.io/astral-sh/uv:*) what="shell scripts: uv run = python3, dependencies not installed" ;;
     *)
       log "$image: cannot be pulled ($(tail -n 1 <<<"$pulled")) and there is no stand-in for it"
@@ -135,7 +135,7 @@ ensure() {
   case "$image" in
     debian:bookworm-slim) build_debian "$image" ;;
     node:*-slim) build_node "$image" ;;
-    postgres:*) build_postgres "$image" ;;
+    postgres:* | pgvector/pgvector:*) build_postgres "$image" ;;
     ghcr.io/astral-sh/uv:*) build_uv "$image" ;;
   esac
   log "$image: stand-in built in $(($(date +%s) - started)) s"

@@ -144,7 +144,7 @@ export class ConversationStore {
 
   /** Stores a compaction summary; the copy drops what it covers. */
   async compact(summary: string, upToMessageId: number): Promise<void> {
-    const version = await saveCompaction(this.db, summary, upToMessageId, this.agentId);
+    const { version, provenance } = await saveCompaction(this.db, summary, upToMessageId, this.agentId);
     const cached = this.cached;
     if (!cached || this.loading) {
       this.invalidate();
@@ -156,7 +156,16 @@ export class ConversationStore {
     ];
     const messages = cached.messages.filter((row) => row.id > upToMessageId);
     while (messages[0]?.message.role === "toolResult") messages.shift();
-    this.cached = { summary: { text: summary, upToMessageId }, messages, versions };
+    this.cached = {
+      summary: {
+        id: Number(version.split(":")[0]),
+        text: summary,
+        upToMessageId,
+        ...(provenance ? { provenance } : {}),
+      },
+      messages,
+      versions,
+    };
   }
 
   /** Forget the copy: the next turn reads the conversation from the database. */

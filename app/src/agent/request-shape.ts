@@ -3,7 +3,7 @@
  * alone (so the same history always makes the same request, and the prompt cache holds):
  *
  * - With `toolsOnDemand`, the definitions of the rarely used tools (`ON_DEMAND_TOOLS`, and the
- *   plugin tools while the system prompt lists no plugin) are sent only once the conversation
+ *   plugin tools while the system prompt lists no plugin, manage_skills while it lists no skill) are sent only once the conversation
  *   loaded them with `load_tools`, or called them, since its last summary. Every tool still runs
  *   when called; only what each request describes changes.
  * - A tool result of an earlier turn longer than `earlierResultChars` is sent as its start and a
@@ -16,8 +16,15 @@
  */
 import type { Context, Message, TextContent, Tool, ToolResultMessage } from "@mariozechner/pi-ai";
 import type { ModelStream } from "../model/stream.js";
-import { LOADABLE_TOOLS, LOAD_TOOLS, ON_DEMAND_TOOLS, PLUGIN_TOOLS } from "../tools/load-tools.js";
+import {
+  LOADABLE_TOOLS,
+  LOAD_TOOLS,
+  ON_DEMAND_TOOLS,
+  PLUGIN_TOOLS,
+  SKILL_TOOLS,
+} from "../tools/load-tools.js";
 import { PLUGIN_LIST_HEADING } from "../plugins/plugin-list.js";
+import { SKILL_LIST_HEADING } from "../skills/prompt.js";
 
 export interface RequestShape {
   toolsOnDemand: boolean;
@@ -53,7 +60,11 @@ export class RequestShaper {
     const loaded = new Set<string>();
     for (const message of context.messages) for (const name of this.loadsOf(message)) loaded.add(name);
     const pluginsListed = context.systemPrompt?.includes(PLUGIN_LIST_HEADING) ?? false;
-    const onDemand = (name: string) => name in ON_DEMAND_TOOLS || (!pluginsListed && name in PLUGIN_TOOLS);
+    const skillsListed = context.systemPrompt?.includes(SKILL_LIST_HEADING) ?? false;
+    const onDemand = (name: string) =>
+      name in ON_DEMAND_TOOLS ||
+      (!pluginsListed && name in PLUGIN_TOOLS) ||
+      (!skillsListed && name in SKILL_TOOLS);
     const tools = all.filter((tool) => !onDemand(tool.name) || loaded.has(tool.name));
     const key = tools.map((tool) => tool.name).join(",");
     if (this.offered?.from === all && this.offered.key === key) return this.offered.tools;

@@ -1,6 +1,7 @@
 import type { AgentRecord } from "../db/people.js";
 import { MAIN_AGENT_ID } from "../db/people.js";
 import { ToolError, type AnyAgentTool } from "../tools/result.js";
+import type { PrecheckedTool } from "./turn.js";
 import { SUBAGENT_TOOLS } from "../tools/subagent-tools.js";
 
 /** Every agent may message the others; a subagent with plugins gets `run_plugin_tool`. */
@@ -102,32 +103,47 @@ export function toolsForAgent(all: readonly AnyAgentTool[], agent: AgentRecord):
 
 function limitActions(tool: AnyAgentTool, allowed: Set<string>): AnyAgentTool {
   const list = [...allowed].join(", ");
+  const check = (params: unknown) => {
+    const action = (params as { action?: unknown } | undefined)?.action;
+    if (typeof action !== "string" || !allowed.has(action)) {
+      throw new ToolError(
+        `Error: action '${String(action)}' of ${tool.name} is not allowed for this agent. Allowed actions: ${list}. Ask the main agent with send_agent_message if you need another.`,
+      );
+    }
+  };
   return {
     ...tool,
     description: `${tool.description} (Restricted to actions: ${list}.)`,
+    // The trust gate lets this refusal come first (trust/gate.ts).
+    precheck: async (params: unknown) => {
+      check(params);
+      await (tool as PrecheckedTool).precheck?.(params);
+    },
     execute: async (id, params, signal, onUpdate) => {
-      const action = (params as { action?: unknown } | undefined)?.action;
-      if (typeof action !== "string" || !allowed.has(action)) {
-        throw new ToolError(
-          `Error: action '${String(action)}' of ${tool.name} is not allowed for this agent. Allowed actions: ${list}. Ask the main agent with send_agent_message if you need another.`,
-        );
-      }
+      check(params);
       return tool.execute(id, params, signal, onUpdate);
     },
-  };
+  } as AnyAgentTool;
 }
 
 function limitPlugins(tool: AnyAgentTool, allowed: readonly string[]): AnyAgentTool {
+  const check = (params: unknown) => {
+    const { plugin, tool: name } = (params ?? {}) as { plugin?: unknown; tool?: unknown };
+    if (typeof plugin !== "string" || typeof name !== "string" || !pluginAllowed(allowed, plugin, name)) {
+      throw new ToolError(
+        `Error: plugin tool ${String(plugin)}.${String(name)} is not allowed for this agent (allowed: ${allowed.join(", ")}).`,
+      );
+    }
+  };
   return {
     ...tool,
+    precheck: async (params: unknown) => {
+      check(params);
+      await (tool as PrecheckedTool).precheck?.(params);
+    },
     execute: async (id, params, signal, onUpdate) => {
-      const { plugin, tool: name } = (params ?? {}) as { plugin?: unknown; tool?: unknown };
-      if (typeof plugin !== "string" || typeof name !== "string" || !pluginAllowed(allowed, plugin, name)) {
-        throw new ToolError(
-          `Error: plugin tool ${String(plugin)}.${String(name)} is not allowed for this agent (allowed: ${allowed.join(", ")}).`,
-        );
-      }
+      check(params);
       return tool.execute(id, params, signal, onUpdate);
     },
-  };
+  } as AnyAgentTool;
 }

@@ -9,9 +9,10 @@ import {
 import { errorMessage, sanitizeDeep, type Logger } from "@stavrobot/common";
 import { isDatabaseUnavailable, type Database } from "../db/database.js";
 import type { ConversationStore } from "./conversation.js";
+import type { Conversation } from "../db/messages.js";
 import { RowWrite } from "../db/row-write.js";
 import type { StatementPart } from "../db/database.js";
-import type { AnyAgentTool } from "../tools/result.js";
+import { ToolError, type AnyAgentTool } from "../tools/result.js";
 import type { ApiKeySource } from "../model/model.js";
 import { refusedCall } from "../model/refused.js";
 import { modelStreamVia, type ModelStream } from "../model/stream.js";
@@ -58,6 +59,61 @@ export interface TurnDeps {
   afterTool?: (name: string, args: unknown) => void;
   /** Told what the turn writes and runs as it happens (its sender may be following). */
   progress?: (inboxId: number, event: TurnProgressEvent) => void;
+  /** The trust gate (trust/gate.ts): told of the turn's context and each result, asked before each call. */
+  gate?: TurnGate;
+  /**
+   * Recall before a turn (embeddings/recall.ts): snippets for the message being answered that the
+   * context does not hold, put before it in the turn's copy only. Must not throw for long: a turn
+   * waits for it at most RECALL_WAIT_MS.
+   */
+  recall?: (context: {
+    fromMessageId: number | undefined;
+    summaryId: number | undefined;
+  }) => Promise<{ text: string; outside: string | undefined } | undefined>;
+}
+
+/** How long a turn waits for its recall before going on without it. */
+const RECALL_WAIT_MS = 3_000;
+
+/**
+ * The tool behind the gate: the tool's own refusals first (a tool's `precheck`: a recipient not
+ * allowed, an action this agent may not use), then the gate, then the call.
+ */
+function gatedTool(tool: AnyAgentTool, gate: TurnGate): AnyAgentTool {
+  return {
+    ...tool,
+    execute: async (id, params, signal, onUpdate) => {
+      await (tool as PrecheckedTool).precheck?.(params);
+      const reason = await gate.check(tool.name, params);
+      if (reason !== undefined) throw new ToolError(reason);
+      return tool.execute(id, params, signal, onUpdate);
+    },
+  };
+}
+
+/** A tool that can say, without doing anything, that it would refuse a call. */
+export type PrecheckedTool = AnyAgentTool & { precheck?: (params: unknown) => Promise<void> };
+
+/** What the turn asks of the trust gate. */
+export interface TurnGate {
+  /**
+   * `earlier`: the labels of the summary of earlier conversation and of the snippets recalled into
+   * the turn, when they have any.
+   */
+  begin(
+    inboxId: number,
+    context: readonly AgentMessage[],
+    earlier?: { summary?: string | undefined; recalled?: string | undefined },
+  ): Promise<void>;
+  /** Why the call may not run (the model gets it as the call's error), or undefined. */
+  check(tool: string, args: unknown): Promise<string | undefined>;
+  /** A result came back; its provenance when it is outside text. */
+  observe(
+    tool: string,
+    text: string,
+    details?: unknown,
+  ): { kind: "contact" | "outside"; from: string } | undefined;
+  end(): void;
 }
 
 export type TurnOutcome =
@@ -194,6 +250,12 @@ export class TurnEngine {
     const prompt = deps.systemPrompt();
     prompt.catch(() => {});
     const messages = await this.history(inboxId, userMessage, start);
+    const conversation = await deps.conversation.current();
+    const recalled = await this.recall(messages, conversation);
+    await deps.gate?.begin(inboxId, messages, {
+      summary: conversation.summary?.provenance,
+      recalled: recalled?.outside,
+    });
     const maxTokens = deps.maxTokens;
     const stream = deps.stream ?? modelStreamVia(undefined);
     // Whether the latest model call got as far as a request to the provider: an error before that
@@ -221,11 +283,15 @@ export class TurnEngine {
       });
     };
     const systemPrompt = await prompt;
-    const tools = deps.tools();
+    const gate = deps.gate;
+    // The trust gate decides in code whether a call runs (an outsider's words never act alone).
+    const tools = gate ? deps.tools().map((tool) => gatedTool(tool, gate)) : deps.tools();
     // What the messages of a request may take: the budget less the system prompt and the tools.
     const room = deps.budget.truncateAbove - requestOverhead(systemPrompt, tools);
     // The summary of compacted messages is never cut, whatever else has to go.
     const summaryBlock = this.summarised?.block;
+    /** Results that are outside text, by call id: their rows keep where they came from. */
+    const outside = new Map<string, { kind: "contact" | "outside"; from: string }>();
     const agent = new Agent({
       initialState: {
         systemPrompt,
@@ -240,6 +306,12 @@ export class TurnEngine {
       // Tool output (a plugin printing binary) may hold text the database and the wire refuse.
       afterToolCall: async ({ toolCall, args, result }) => {
         deps.afterTool?.(toolCall.name, args);
+        const provenance = deps.gate?.observe(
+          toolCall.name,
+          result.content.map((block) => (block.type === "text" ? block.text : "")).join("\n"),
+          result.details,
+        );
+        if (provenance) outside.set(toolCall.id, provenance);
         return { content: sanitizeDeep(result.content) };
       },
     });
@@ -268,7 +340,10 @@ export class TurnEngine {
         } else if (message.role === "toolResult") {
           // Its effect is the next model call: written with the next save.
           const found = secrets.get(message.toolCallId);
-          await deps.conversation.save(found ? scrubToolResult(message, found) : message, inboxId, {
+          const scrubbed = found ? scrubToolResult(message, found) : message;
+          const provenance = outside.get(message.toolCallId);
+          const labelled = provenance ? ({ ...scrubbed, provenance } as AgentMessage) : scrubbed;
+          await deps.conversation.save(labelled, inboxId, {
             defer: true,
           });
         }
@@ -297,6 +372,7 @@ export class TurnEngine {
     } finally {
       unsubscribe();
       unfollow();
+      deps.gate?.end();
       this.agent = undefined;
     }
     const progressSaved = progress.saved;
@@ -386,6 +462,36 @@ export class TurnEngine {
     }
     if (conversation.summary) this.prependSummary(messages, conversation.summary.text);
     return messages;
+  }
+
+  /**
+   * Recalled snippets go before this turn's message in the turn's copy (never stored: the next
+   * turn recalls afresh). Only for a turn that starts from its message (not one resumed after its
+   * tools ran), and never for longer than RECALL_WAIT_MS.
+   */
+  private async recall(
+    messages: AgentMessage[],
+    conversation: Conversation,
+  ): Promise<{ text: string; outside: string | undefined } | undefined> {
+    const last = messages[messages.length - 1];
+    if (!this.deps.recall || last?.role !== "user") return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const recalled = await Promise.race([
+      this.deps
+        .recall({ fromMessageId: conversation.messages[0]?.id, summaryId: conversation.summary?.id })
+        .catch((error: unknown) => {
+          this.deps.logger.warn("recall failed; the turn goes on without it", { error: errorMessage(error) });
+          return undefined;
+        }),
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), RECALL_WAIT_MS);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (!recalled) return undefined;
+    const content =
+      typeof last.content === "string" ? [{ type: "text" as const, text: last.content }] : last.content;
+    messages[messages.length - 1] = { ...last, content: [{ type: "text", text: recalled.text }, ...content] };
+    return recalled;
   }
 
   /**

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { Logger } from "@stavrobot/common";
-import { isChannel, type Channel } from "../audience.js";
-import { CHANNELS } from "../channels/registry.js";
+import type { Channel } from "../audience.js";
+import { addressMatches } from "../channels/email/address.js";
 import type { Database } from "../db/database.js";
 
 /** The services an allowlist is kept for (the reference's four; this product talks on two). */
@@ -43,6 +43,9 @@ export class Allowlist {
     private readonly logger: Logger,
     /** The channels configured in config.toml: the only lists the settings page shows. */
     readonly channels: readonly Channel[] = [],
+    /** How identifiers compare, per service (the channels say; `channels/registry.ts`). */
+    private readonly normalize: (service: AllowlistService, identifier: string) => string = (_service, id) =>
+      id.trim(),
   ) {
     this.key = createHmac("sha256", secret).update("stavrobot allowlist v1").digest();
   }
@@ -63,8 +66,15 @@ export class Allowlist {
 
   /** Whether `identifier` may talk on `service` (the owner always may; "*" lets anyone). */
   async isAllowed(service: AllowlistService, identifier: string): Promise<boolean> {
-    const id = normalizeIdentifier(service, identifier);
-    if (this.owner[service].includes(id)) return true;
+    const id = this.normalize(service, identifier);
+    if (this.isOwner(service, id)) return true;
+    // Email entries may be patterns (`*@example.com`): each is matched, a star never crossing the `@`.
+    if (service === "email") {
+      const result = await this.db.query<Row>(
+        "SELECT service, identifier, note, signature FROM allowlist WHERE service = 'email'",
+      );
+      return result.rows.some((row) => addressMatches(row.identifier, id) && this.verify(row));
+    }
     const result = await this.db.query<Row>(
       "SELECT service, identifier, note, signature FROM allowlist WHERE service = $1 AND identifier IN ($2, '*')",
       [service, id],
@@ -74,7 +84,9 @@ export class Allowlist {
 
   /** Whether this is one of the owner's own identities. */
   isOwner(service: AllowlistService, identifier: string): boolean {
-    return this.owner[service].includes(normalizeIdentifier(service, identifier));
+    const id = this.normalize(service, identifier);
+    if (service === "email") return this.owner.email.some((pattern) => addressMatches(pattern, id));
+    return this.owner[service].includes(id);
   }
 
   /** Replaces every list (the settings page saves them all at once). The owner's ids are not stored. */
@@ -108,7 +120,7 @@ export class Allowlist {
     let added = 0;
     for (const service of ALLOWLIST_SERVICES) {
       for (const raw of legacy[service] ?? []) {
-        const id = normalizeIdentifier(service, String(raw));
+        const id = this.normalize(service, String(raw));
         if (!lists[service].includes(id)) {
           lists[service].push(id);
           added++;
@@ -150,11 +162,4 @@ export class Allowlist {
     }
     return ok;
   }
-}
-
-/** Identifiers compare in one form: a channel's as the channel says (Telegram ids as decimal strings), emails lower-case. */
-export function normalizeIdentifier(service: AllowlistService, identifier: string): string {
-  if (isChannel(service)) return CHANNELS[service].normalize(identifier);
-  const trimmed = identifier.trim();
-  return service === "email" ? trimmed.toLowerCase() : trimmed;
 }

@@ -1,4 +1,4 @@
-import { ALLOWLIST_SERVICES, normalizeIdentifier, type AllowlistService } from "./allowlist.js";
+import { ALLOWLIST_SERVICES, type AllowlistService } from "./allowlist.js";
 
 const E164 = /^\+[1-9]\d{1,14}$/;
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
@@ -56,7 +56,8 @@ export function parseIdentifier(
   }
   if (service === "telegram") {
     if (!/^-?\d{1,20}$/.test(text)) throw invalid();
-    return normalizeIdentifier("telegram", text);
+    // Telegram ids compare as decimal strings.
+    return String(BigInt(text));
   }
   if (service === "email") {
     const email = text.toLowerCase();

@@ -77,3 +77,33 @@ describe("setTopLevelKeys", () => {
     }
   });
 });
+
+describe("setTableKeys", () => {
+  const WITH_TABLE =
+    '[email]\nimapHost = "old.example" # the server\nimapTls = true\n\n[budget]\ndaily = 1\n';
+
+  it("changes, adds and removes keys of one table, leaving the others", async () => {
+    const { setTableKeys } = await import("./config-edit.js");
+    const text = setTableKeys(WITH_TABLE, "email", {
+      imapHost: "imap.example",
+      imapPort: 993,
+      imapTls: undefined,
+      moveTo: "Done",
+    });
+    expect(text).toBe(
+      '[email]\nimapHost = "imap.example"\nimapPort = 993\nmoveTo = "Done"\n\n[budget]\ndaily = 1\n',
+    );
+  });
+
+  it("adds a table that is not there at the end, and leaves a commented example alone", async () => {
+    const { setTableKeys } = await import("./config-edit.js");
+    const text = setTableKeys('password = "x"\n# [email]\n# smtpHost = "smtp.example"\n', "email", {
+      smtpHost: "smtp.example",
+      smtpPort: 587,
+    });
+    expect(text).toBe(
+      'password = "x"\n# [email]\n# smtpHost = "smtp.example"\n\n[email]\nsmtpHost = "smtp.example"\nsmtpPort = 587\n',
+    );
+    expect(setTableKeys("a = 1\n", "email", { smtpHost: undefined })).toBe("a = 1\n");
+  });
+});

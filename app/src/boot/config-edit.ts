@@ -35,6 +35,62 @@ export function setTopLevelKeys(text: string, changes: KeyChanges): string {
   return lines.join("\n");
 }
 
+/** A key's new value in a table: a string, number or boolean to write, or undefined to remove it. */
+export type TableChanges = Readonly<Record<string, string | number | boolean | undefined>>;
+
+/**
+ * config.toml's text with keys of one table (`[email]`) set or removed, everything else as it was.
+ * A key already in the table is changed on its own line, a new one goes after the table's last
+ * key; a table that is not there is added at the end (a commented example stays a comment).
+ */
+export function setTableKeys(text: string, table: string, changes: TableChanges): string {
+  if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(table)) throw new Error(`not a bare TOML table name: ${table}`);
+  const lines = text.split("\n");
+  const header = new RegExp(`^\\s*\\[${table}\\]\\s*(#.*)?$`);
+  let start = lines.findIndex((line) => header.test(line));
+  if (start === -1) {
+    if (Object.values(changes).every((value) => value === undefined)) return text;
+    while (lines.length > 0 && lines[lines.length - 1]!.trim() === "") lines.pop();
+    lines.push("", `[${table}]`, "");
+    start = lines.length - 2;
+  }
+  for (const [key, value] of Object.entries(changes)) {
+    if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(key)) throw new Error(`not a bare TOML key: ${key}`);
+    const end = tableEnd(lines, start);
+    const at = lines.slice(start + 1, end).findIndex((line) => keyLine(key).test(line));
+    const line = value === undefined ? undefined : `${key} = ${tomlValue(value)}`;
+    if (at !== -1) {
+      if (line === undefined) lines.splice(start + 1 + at, 1);
+      else lines[start + 1 + at] = line;
+    } else if (line !== undefined) {
+      lines.splice(Math.max(lastKeyBefore(lines, end), start) + 1, 0, line);
+    }
+  }
+  return lines.join("\n");
+}
+
+/** `text` without table `[table]` (its header and every line up to the next table). */
+export function removeTable(text: string, table: string): string {
+  if (!/^[A-Za-z][A-Za-z0-9_]*$/.test(table)) throw new Error(`not a bare TOML table name: ${table}`);
+  const lines = text.split("\n");
+  const header = new RegExp(`^\\s*\\[${table}\\]\\s*(#.*)?$`);
+  const start = lines.findIndex((line) => header.test(line));
+  if (start === -1) return text;
+  lines.splice(start, tableEnd(lines, start) - start);
+  return lines.join("\n");
+}
+
+/** The index of the line after table `start`'s last line (the next header, or the end). */
+function tableEnd(lines: string[], start: number): number {
+  for (let index = start + 1; index < lines.length; index++)
+    if (TABLE_HEADER.test(lines[index]!)) return index;
+  return lines.length;
+}
+
+function tomlValue(value: string | number | boolean): string {
+  return typeof value === "string" ? tomlString(value) : String(value);
+}
+
 /** A TOML basic string: JSON's escapes (`\"`, `\\`, `\n`, `\u0001`) are TOML's too. */
 function tomlString(value: string): string {
   return JSON.stringify(value).replace(/\u007f/g, "\\u007f");

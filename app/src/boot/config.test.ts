@@ -49,6 +49,7 @@ describe("loadConfig", () => {
       toolsOnDemand: true,
       earlierResultChars: 300,
       queue: { maxRetries: 3, retryDelaySeconds: 30, startWhileWriting: true },
+      skills: { allowPrivateSources: false, promptCount: 30, promptBytes: 3072 },
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.queue)).toBe(true);
@@ -463,15 +464,20 @@ describe("config.example.toml documents every key", () => {
         "plugins",
         "coder",
         "cost",
+        "email",
         "embeddings",
+        "memory",
         "owner",
         "queue",
         "signal",
+        "skills",
         "stt",
         "telegram",
+        "trust",
         "tts",
         "webFetch",
         "webSearch",
+        "whatsapp",
       ].sort(),
     );
   });

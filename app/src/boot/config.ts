@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname } from "node:path";
 import { z } from "zod";
+import { emailSchema } from "../channels/email/config.js";
 import { ConfigError, loadTomlConfig, mcpServersSchema, parseTomlConfig } from "@stavrobot/common";
 import { normalizePagePath } from "../db/pages.js";
 import { expandMcpVariables, type MissingVariables } from "./mcp-variables.js";
@@ -130,6 +131,12 @@ export const configSchema = z
           .union([z.number().int(), z.string().regex(/^-?\d+$/, "must be a numeric chat id")])
           .optional(),
         signal: e164.optional(),
+        whatsapp: e164.optional(),
+        /** The owner's address, or a pattern (`*@example.com`): their mail, once its sender is proven. */
+        email: z
+          .string()
+          .regex(/^[^\s@]+@[^\s@]+$/, "must be an email address or a pattern such as *@example.com")
+          .optional(),
       })
       .optional(),
     telegram: z
@@ -140,6 +147,19 @@ export const configSchema = z
       })
       .optional(),
     signal: z.strictObject({ account: e164, allowedNumbers: z.array(z.string()).default([]) }).optional(),
+    /**
+     * WhatsApp through the whatsapp-bridge (an empty table enables it; the number is linked from
+     * the web page). `version`: WhatsApp Web's version to announce, when WhatsApp answers 405.
+     */
+    whatsapp: z
+      .strictObject({
+        version: z
+          .string()
+          .regex(/^\d+\.\d+\.\d+$/, "must be three numbers such as 2.3000.1023223821")
+          .optional(),
+      })
+      .optional(),
+    email: emailSchema.optional(),
     budget: z
       .strictObject({
         daily: z.number().positive().optional(),
@@ -162,6 +182,14 @@ export const configSchema = z
           .default([]),
       })
       .optional(),
+    /** Skills the owner installs (skills/): where they may come from and how many the prompt names. */
+    skills: z
+      .strictObject({
+        allowPrivateSources: z.boolean().default(false),
+        promptCount: z.number().int().min(0).max(500).default(30),
+        promptBytes: z.number().int().min(200).max(65_536).default(3072),
+      })
+      .prefault({}),
     /** What the model's pages may reach besides their own queries (routes/pages.ts, pages/frame.ts). */
     pages: z
       .strictObject({
@@ -181,6 +209,35 @@ export const configSchema = z
       })
       .optional(),
     embeddings: embeddingsSchema.optional(),
+    /** Recall before a turn (embeddings/recall.ts): on by default when `[embeddings]` is set. */
+    memory: z
+      .strictObject({
+        autoRecall: z.boolean().default(true),
+        /** Snippets recalled into a turn at most. */
+        recallLimit: z.number().int().min(1).max(10).default(3),
+        /** Cosine similarity a chunk needs to be recalled (depends on the embedding model). */
+        recallMinSimilarity: z.number().min(-1).max(1).default(0.35),
+      })
+      .optional(),
+    /** Owner-only rules of the trust gate (trust/gate.ts): calls let through without asking. */
+    trust: z
+      .strictObject({
+        allow: z
+          .array(z.string().regex(/^[a-z][a-z0-9_-]*(:[a-z_]+)?$/, 'must be a tool name, or "tool:action"'))
+          .default([]),
+        plugins: z.enum(["owner-turns", "ask"]).default("owner-turns"),
+        /** Plugins ("weather") or their tools ("github/search_issues") the owner says only read. */
+        readOnly: z
+          .array(
+            z
+              .string()
+              .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*(\/[A-Za-z0-9_.-]+)?$/, 'must be "plugin" or "plugin/tool"'),
+          )
+          .default([]),
+        /** MCP servers whose own `readOnlyHint` the owner believes. */
+        readOnlyHints: z.array(z.string().min(1)).default([]),
+      })
+      .optional(),
     /** The owner's MCP servers, handed to the plugin-runner (see boot/mcp-servers.ts). */
     mcpServers: mcpServersSchema.optional(),
   })

@@ -18,6 +18,7 @@ export const appEnvSchema = z.object({
   PYTHON_RUNNER_URL: z.url().default("http://127.0.0.1:3004"),
   CODER_URL: z.url().default("http://127.0.0.1:3002"),
   SIGNAL_BRIDGE_URL: z.url().default("http://127.0.0.1:8081"),
+  WHATSAPP_BRIDGE_URL: z.url().default("http://127.0.0.1:8082"),
   STAVROBOT_INTERNAL_SECRET_FILE: z.string().min(1).optional(),
   /** Where the app writes the owner's MCP servers for the plugin-runner (default: beside the internal secret). */
   MCP_SERVERS_FILE: z.string().min(1).optional(),

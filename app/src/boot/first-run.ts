@@ -4,15 +4,18 @@
  * model provider is set, and offers to set one: a provider and its key, or a local model's
  * address. The choice is checked with the provider before it is written (the Settings page's
  * check): a refusal says why, and the owner tries again with each answer kept, saves it anyway, or
- * skips. Without a terminal the start is as it always was: the app writes the file and logs that a
+ * skips. Then it offers search by meaning (an embeddings endpoint, checked the same way; Enter
+ * skips). Without a terminal the start is as it always was: the app writes the file and logs that a
  * key is missing.
  */
 import { createInterface } from "node:readline";
 import { Writable } from "node:stream";
 import { readFileSync } from "node:fs";
-import { DomainError } from "@stavrobot/common";
-import { ensureConfigFile } from "./config.js";
-import { writeConfigFile } from "./config-edit.js";
+import { ConfigError, DomainError } from "@stavrobot/common";
+import { ensureConfigFile, parseConfig } from "./config.js";
+import { setTableKeys, writeConfigFile } from "./config-edit.js";
+import { embeddingsCheck } from "../doctor/embeddings.js";
+import { createEmbeddingsClient } from "../embeddings/client.js";
 import { knownProviders, unknownProviderMessage } from "../model/model.js";
 import { closestNames, quotedList } from "../model/names.js";
 import { checkProviderChoice, typedAddress, type ProviderChoice } from "./provider-choice.js";
@@ -57,59 +60,117 @@ export async function runFirstRun(options: FirstRunOptions): Promise<boolean> {
   say("model's address. You can set it now, or later on the Settings page or in config.toml.");
   const prompt = new Prompt(options);
   try {
-    let previous: Answers | undefined;
-    for (;;) {
-      const answers = await askChoice(prompt, say, previous);
-      if (!answers) {
-        say(SKIPPED);
-        return false;
-      }
-      const { which: _which, ...choice } = answers;
-      say("Checking with the provider…");
-      let checked;
-      try {
-        const text = readFileSync(options.configPath, "utf8");
-        // The check's outcome is shown before anything is written; saving anyway needs no second check.
-        checked = await checkProviderChoice(text, { ...choice, saveAnyway: true }, options.configPath);
-      } catch (error) {
-        if (!(error instanceof DomainError)) throw error;
-        say(`That did not work: ${error.message}`);
-        const again = await prompt.ask("Try again (your answers are kept)? [Y/n] ");
-        if (again === undefined || /^n/i.test(again)) {
-          say(SKIPPED);
-          return false;
-        }
-        previous = answers;
-        continue;
-      }
-      for (const note of checked.notes) say(`  Note: ${note}.`);
-      if (!checked.unchecked) {
-        writeConfigFile(options.configPath, checked.text);
-        say(`OK: ${checked.check.detail}. Written to ${options.configPath}.`);
-        return true;
-      }
-      say(`That did not work: ${checked.check.detail}`);
-      // A model the provider does not have: its closest name is offered in its place.
-      const suggested = checked.check.reason === "unknown-model" ? checked.check.suggestions?.[0] : undefined;
-      if (suggested) say(`  Trying again offers "${suggested}" at the model's question.`);
-      else if (checked.check.fix) say(`  ${checked.check.fix}`);
-      const next = await prompt.ask("Try again (your answers are kept), save it anyway, or skip? [T/s/n] ");
-      if (next === undefined || /^n/i.test(next)) {
-        say(SKIPPED);
-        return false;
-      }
-      if (/^s/i.test(next)) {
-        writeConfigFile(options.configPath, checked.text);
-        say(`Saved as it is, unchecked: ${options.configPath}. Home and npm run doctor say how it fares.`);
-        return true;
-      }
-      previous = { ...answers, model: suggested ?? answers.model };
-    }
+    const set = await providerRounds(prompt, say, options);
+    await askEmbeddings(prompt, say, options.configPath);
+    return set;
   } finally {
     prompt.close();
     say();
   }
 }
+
+/** The provider's questions until one is accepted, saved anyway, or skipped. */
+async function providerRounds(
+  prompt: Prompt,
+  say: (text?: string) => void,
+  options: FirstRunOptions,
+): Promise<boolean> {
+  let previous: Answers | undefined;
+  for (;;) {
+    const answers = await askChoice(prompt, say, previous);
+    if (!answers) {
+      say(SKIPPED);
+      return false;
+    }
+    const { which: _which, ...choice } = answers;
+    say("Checking with the provider…");
+    let checked;
+    try {
+      const text = readFileSync(options.configPath, "utf8");
+      // The check's outcome is shown before anything is written; saving anyway needs no second check.
+      checked = await checkProviderChoice(text, { ...choice, saveAnyway: true }, options.configPath);
+    } catch (error) {
+      if (!(error instanceof DomainError)) throw error;
+      say(`That did not work: ${error.message}`);
+      const again = await prompt.ask("Try again (your answers are kept)? [Y/n] ");
+      if (again === undefined || /^n/i.test(again)) {
+        say(SKIPPED);
+        return false;
+      }
+      previous = answers;
+      continue;
+    }
+    for (const note of checked.notes) say(`  Note: ${note}.`);
+    if (!checked.unchecked) {
+      writeConfigFile(options.configPath, checked.text);
+      say(`OK: ${checked.check.detail}. Written to ${options.configPath}.`);
+      return true;
+    }
+    say(`That did not work: ${checked.check.detail}`);
+    // A model the provider does not have: its closest name is offered in its place.
+    const suggested = checked.check.reason === "unknown-model" ? checked.check.suggestions?.[0] : undefined;
+    if (suggested) say(`  Trying again offers "${suggested}" at the model's question.`);
+    else if (checked.check.fix) say(`  ${checked.check.fix}`);
+    const next = await prompt.ask("Try again (your answers are kept), save it anyway, or skip? [T/s/n] ");
+    if (next === undefined || /^n/i.test(next)) {
+      say(SKIPPED);
+      return false;
+    }
+    if (/^s/i.test(next)) {
+      writeConfigFile(options.configPath, checked.text);
+      say(`Saved as it is, unchecked: ${options.configPath}. Home and npm run doctor say how it fares.`);
+      return true;
+    }
+    previous = { ...answers, model: suggested ?? answers.model };
+  }
+}
+
+/**
+ * Search by meaning, offered once the provider is settled: an embeddings endpoint's address,
+ * model and key, checked with one small call (the doctor's) before `[embeddings]` is written. A
+ * refusal says why and leaves it for the Settings page; Enter skips.
+ */
+async function askEmbeddings(
+  prompt: Prompt,
+  say: (text?: string) => void,
+  configPath: string,
+): Promise<void> {
+  say();
+  say("Optional: search by meaning. With an embeddings endpoint the assistant finds what was meant, not");
+  say("only the words used, and recalls earlier conversations by themselves (Settings page, later too).");
+  const typed = await prompt.ask(
+    "Embeddings server address (OpenAI-compatible, e.g. https://api.openai.com/v1), or Enter to skip: ",
+  );
+  if (!typed) return;
+  const baseUrl = /^https?:\/\//i.test(typed) ? typed : `http://${typed}`;
+  const model = (await prompt.ask(withDefault("Embedding model", EMBEDDING_MODEL))) || EMBEDDING_MODEL;
+  const key = await prompt.ask("Its API key (Enter for none, as local servers need): ", { secret: true });
+  const text = setTableKeys(readFileSync(configPath, "utf8"), "embeddings", {
+    baseUrl,
+    model,
+    apiKey: key || undefined,
+  });
+  let embeddings;
+  try {
+    embeddings = parseConfig(text, configPath).embeddings;
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    say(`That did not work: ${error.message}. Search by meaning can be set on the Settings page.`);
+    return;
+  }
+  say("Checking with the endpoint…");
+  const check = await embeddingsCheck(
+    embeddings ? { client: createEmbeddingsClient(embeddings) } : undefined,
+  );
+  if (check.state !== "ok") {
+    say(`That did not work: ${check.detail}. Nothing was written; the Settings page can set it later.`);
+    return;
+  }
+  writeConfigFile(configPath, text);
+  say(`OK: ${check.detail.replace(/\.$/, "")}. Written to ${configPath}.`);
+}
+
+const EMBEDDING_MODEL = "text-embedding-3-small";
 
 /** `question [default]: `, or `question: ` without one. */
 const withDefault = (question: string, value: string | undefined): string =>

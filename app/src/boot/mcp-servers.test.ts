@@ -65,6 +65,7 @@ describe("[mcpServers] in config.toml", () => {
       network: true,
       timeoutSeconds: 60,
       startTimeoutSeconds: 120,
+      questionTimeoutSeconds: 300,
       enabled: true,
     });
     expect(config.mcpServers?.docs).toMatchObject({ url: "https://mcp.example.com/mcp", timeoutSeconds: 20 });
@@ -96,7 +97,15 @@ describe("[mcpServers] in config.toml", () => {
     ['[mcpServers.x]\nurl = "https://a.example.com"\ncwd = "/srv"\n', "only for a stdio server"],
     ['[mcpServers.x]\ncommand = "a"\nreadOnlyPaths = ["docs"]\n', "must be an absolute path"],
     ['[mcpServers.x]\ncommand = "a"\nstartTimeoutSeconds = 900\n', "600 or less"],
+    ['[mcpServers.x]\ncommand = "a"\nquestionTimeoutSeconds = 1000\n', "900 or less"],
+    ['[mcpServers.x]\ncommand = "a"\nquestionTimeoutSeconds = 0\n', "questionTimeoutSeconds"],
     ['[mcpServers.x]\nurl = "ftp://a.example.com"\n', "http:// or https://"],
+    ['[mcpServers.x]\ncommand = "a"\n[mcpServers.x.oauth]\nclientId = "b"\n', "only for a remote server"],
+    [
+      '[mcpServers.x]\nurl = "https://a.example.com"\n[mcpServers.x.oauth]\nclientSecret = "s"\n',
+      "needs oauth.clientId",
+    ],
+    ['[mcpServers.x]\nurl = "https://a.example.com"\n[mcpServers.x.oauth]\nclient_id = "b"\n', "client_id"],
   ])("refuses %s", (text, expected) => {
     expect(loadError(text)).toContain(expected);
   });

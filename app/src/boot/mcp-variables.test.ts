@@ -20,7 +20,7 @@ function write(text: string): string {
 }
 
 describe("${VAR} in [mcpServers]", () => {
-  it("expands ${VAR} and ${VAR:-default} in command, args, env, url, headers, cwd and readOnlyPaths", () => {
+  it("expands ${VAR} and ${VAR:-default} in command, args, env, url, headers, cwd, readOnlyPaths and oauth", () => {
     const env = { TOOLS: "/srv/tools", TOKEN: "tok-123", HOST: "mcp.example.com", EMPTY: "" };
     const expanded = expandMcpVariables(
       {
@@ -34,6 +34,7 @@ describe("${VAR} in [mcpServers]", () => {
             readOnlyPaths: ["${TOOLS}/docs"],
           },
           remote: { url: "https://${HOST}/mcp", headers: { Authorization: "Bearer ${TOKEN}" } },
+          signedIn: { url: "https://${HOST}/mcp", oauth: { clientId: "me", clientSecret: "${TOKEN}" } },
         },
       },
       env,
@@ -51,6 +52,10 @@ describe("${VAR} in [mcpServers]", () => {
             readOnlyPaths: ["/srv/tools/docs"],
           },
           remote: { url: "https://mcp.example.com/mcp", headers: { Authorization: "Bearer tok-123" } },
+          signedIn: {
+            url: "https://mcp.example.com/mcp",
+            oauth: { clientId: "me", clientSecret: "tok-123" },
+          },
         },
       },
     });

@@ -2,7 +2,8 @@
  * `${VAR}` and `${VAR:-default}` in an MCP server's declaration, as other assistants' configs write
  * them (`Authorization = "Bearer ${GITHUB_TOKEN}"`): expanded from the app's environment when it
  * reads config.toml, so the file the runner gets holds the values. `$${` is a literal `${`.
- * Expanded: `command`, `args`, `env` and `headers` values, `url`, `cwd` and `readOnlyPaths`.
+ * Expanded: `command`, `args`, `env` and `headers` values, `url`, `cwd`, `readOnlyPaths` and
+ * `oauth`'s `clientId`, `clientSecret` and `scope`.
  */
 
 /** How a variable the environment lacks (and that has no default) is treated. */
@@ -46,7 +47,7 @@ export function expandMcpVariables(
       const list = server[key];
       if (Array.isArray(list)) server[key] = list.map((item, index) => one(item, `${key}[${index}]`));
     }
-    for (const key of ["env", "headers"]) {
+    for (const key of ["env", "headers", "oauth"]) {
       const table = server[key];
       if (isTable(table))
         server[key] = Object.fromEntries(

@@ -15,6 +15,8 @@ export interface AppPaths {
   deliveryFilesDir: string;
   /** Backups: BACKUP_DIR, else `$DATA_DIR/backups`. */
   backupDir: string;
+  /** The installed skills' files (`skills/<name>/`), outside every area the model's tools reach. */
+  skillsDir: string;
 }
 
 /**
@@ -42,5 +44,6 @@ export function resolvePaths(
     uploadsDir: join(filesDir, "uploads"),
     deliveryFilesDir: join(dataDir, "outbox"),
     backupDir: resolve(env.BACKUP_DIR ?? join(dataDir, "backups")),
+    skillsDir: join(dataDir, "skills"),
   };
 }

@@ -35,6 +35,7 @@ const launcherEnvSchema = z.object({
   PYTHON_RUNNER_PORT: port(3004),
   CODER_PORT: port(3002),
   SIGNAL_BRIDGE_PORT: port(8081),
+  WHATSAPP_BRIDGE_PORT: port(8082),
 });
 
 const env = process.env;
@@ -55,6 +56,7 @@ const ports = {
   pythonRunner: launcherEnv.PYTHON_RUNNER_PORT,
   coder: launcherEnv.CODER_PORT,
   signalBridge: launcherEnv.SIGNAL_BRIDGE_PORT,
+  whatsappBridge: launcherEnv.WHATSAPP_BRIDGE_PORT,
 };
 // The first start at a terminal asks for a provider before anything else starts.
 if (mayAskFirstRun(env, process, existsSync(paths.configPath))) {
@@ -75,6 +77,7 @@ const urlVariables: Record<string, string> = {
   "python-runner": "PYTHON_RUNNER_URL",
   coder: "CODER_URL",
   "signal-bridge": "SIGNAL_BRIDGE_URL",
+  "whatsapp-bridge": "WHATSAPP_BRIDGE_URL",
 };
 /** A sibling the app is pointed at by URL is not started here (nor is its port claimed). */
 const own = (service: string): boolean => !env[urlVariables[service] as string];
@@ -96,6 +99,9 @@ const claims: PortClaim[] = [
   ...(config?.signal && own("signal-bridge")
     ? [{ port: ports.signalBridge, host: "127.0.0.1", variable: "SIGNAL_BRIDGE_PORT" }]
     : []),
+  ...(config?.whatsapp && own("whatsapp-bridge")
+    ? [{ port: ports.whatsappBridge, host: "127.0.0.1", variable: "WHATSAPP_BRIDGE_PORT" }]
+    : []),
 ];
 await refuseOrRun(() => refusePortsInUse(claims));
 // The siblings show it in GET /health; the app uses a sibling only once it showed this one.
@@ -105,6 +111,7 @@ const variables: Record<string, string> = {
   "python-runner": "PYTHON_RUNNER_PORT",
   coder: "CODER_PORT",
   "signal-bridge": "SIGNAL_BRIDGE_PORT",
+  "whatsapp-bridge": "WHATSAPP_BRIDGE_PORT",
 };
 const ownSiblings: OwnSiblings = {
   instance,
@@ -231,6 +238,25 @@ if (config?.signal && own("signal-bridge")) {
     ),
   );
 }
+if (config?.whatsapp && own("whatsapp-bridge")) {
+  siblings.push(
+    startSibling(
+      {
+        name: "whatsapp-bridge",
+        entry: entry("whatsapp-bridge"),
+        onPortInUse: portInUse,
+        env: {
+          ...common,
+          PORT: String(ports.whatsappBridge),
+          STAVROBOT_PORT_VARIABLE: "WHATSAPP_BRIDGE_PORT",
+          WHATSAPP_BRIDGE_STATE_DIR: join(paths.dataDir, "whatsapp-bridge"),
+          ...(config.whatsapp.version ? { WHATSAPP_VERSION: config.whatsapp.version } : {}),
+        },
+      },
+      logger,
+    ),
+  );
+}
 
 // A signal to the whole process group (Ctrl-C, systemd) reaches the siblings too: they stop on
 // their own while the app closes, and must not be restarted meanwhile.
@@ -253,6 +279,7 @@ const app: Promise<MainApp> = import("./run.js").then(({ main }) =>
       PYTHON_RUNNER_URL: env.PYTHON_RUNNER_URL ?? `http://127.0.0.1:${ports.pythonRunner}`,
       CODER_URL: env.CODER_URL ?? `http://127.0.0.1:${ports.coder}`,
       SIGNAL_BRIDGE_URL: env.SIGNAL_BRIDGE_URL ?? `http://127.0.0.1:${ports.signalBridge}`,
+      WHATSAPP_BRIDGE_URL: env.WHATSAPP_BRIDGE_URL ?? `http://127.0.0.1:${ports.whatsappBridge}`,
     },
     {
       beforeExit: stopSiblings,

@@ -1,6 +1,7 @@
 import type { Logger, Router, ServiceClient } from "@stavrobot/common";
 import type { Channel } from "../audience.js";
 import type { AppConfig } from "../boot/config.js";
+import type { Database } from "../db/database.js";
 import type { DeliveryPayload } from "../delivery/store.js";
 import type { Check } from "../doctor/checks.js";
 import type { ChannelSender } from "../delivery/worker.js";
@@ -38,6 +39,10 @@ export interface ChannelDefinition {
   normalize(identifier: string): string;
   /** The largest file it takes. */
   maxAttachmentBytes: number;
+  /** Its send tool's name, when not `send_<name>_message` (the reference's `send_email`). */
+  toolName?: string;
+  /** Its messages are mails: the send tool takes a subject. */
+  mail?: boolean;
   /** One message → the deliveries that carry it, in order, in the channel's format. */
   compose(outgoing: Outgoing): DeliveryPayload[];
   /** A composed delivery's text as plain text (what a notice about it quotes). */
@@ -87,7 +92,32 @@ export interface ChannelContext {
   telegramApi: TelegramApi | undefined;
   /** The signal-bridge's client, made only when Signal is configured. */
   signalBridge: ServiceClient | undefined;
+  /** The whatsapp-bridge's client, made only when WhatsApp is configured. */
+  whatsappBridge: ServiceClient | undefined;
   /** The secret Telegram sends back on every webhook call; new at every start. */
   webhookSecret: string;
+  /** The database, for a channel's own rows (email's mailbox cursor, its waiting list). */
+  db: Database;
+  /** The app's internal secret, which a channel signs the owner's decisions with (the model cannot). */
+  internalSecret: string;
+  /** The uploads of an agent (`undefined`: the main agent's, the owner's). */
+  uploadsOf: (agentId: number | undefined) => string;
+  /**
+   * Tells the owner something once per key (on their push channel, else kept for their console);
+   * never on `except` (a channel telling that it broke).
+   */
+  tellOwner: (text: string, key: string, about: string, except?: Channel) => Promise<void>;
   logger: Logger;
+}
+
+/**
+ * One delivery holding the Markdown whole and the file, for a channel whose other end formats the
+ * Markdown itself (Signal's bridge, a mail's text and HTML parts).
+ */
+export function composeWhole(outgoing: Outgoing): DeliveryPayload[] {
+  const file = outgoing.attachment
+    ? { attachmentPath: outgoing.attachment.path, attachmentName: outgoing.attachment.name }
+    : {};
+  const markdown = outgoing.markdown?.trim() ? outgoing.markdown : undefined;
+  return [{ ...file, ...(markdown ? { text: markdown, format: "markdown" as const } : {}) }];
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Logger, Router, ServiceClient } from "@stavrobot/common";
-import { Allowlist, normalizeIdentifier } from "../allowlist/allowlist.js";
-import type { Channel, OwnerContact } from "../audience.js";
+import { Allowlist } from "../allowlist/allowlist.js";
+import { ownerDestination, type Channel, type OwnerContact } from "../audience.js";
 import type { AppConfig } from "../boot/config.js";
 import type { Database } from "../db/database.js";
 import type { InboxStore, UnseenAnswer } from "../db/inbox.js";
@@ -12,7 +12,7 @@ import { DeliveryWorker, type ChannelSender } from "../delivery/worker.js";
 import type { Check } from "../doctor/checks.js";
 import type { IntakeDeps } from "../queue/intake.js";
 import type { ChannelContext, ChannelStatus, SiblingHealth } from "./channel.js";
-import { CHANNELS, composeFor } from "./registry.js";
+import { CHANNELS, composeFor, normalizeIdentifier } from "./registry.js";
 import { TelegramApi } from "./telegram/api.js";
 import { TelegramMediaFetcher } from "./telegram/media.js";
 
@@ -26,6 +26,8 @@ export interface ChannelWiringDeps {
   uploadsOf: (agentId: number | undefined) => string;
   /** The signal-bridge's client, made only when Signal is configured. */
   signalBridge: () => ServiceClient;
+  /** The whatsapp-bridge's client, made only when WhatsApp is configured. */
+  whatsappBridge: () => ServiceClient;
   /** An answer or a notice was kept for the owner's console with nobody waiting for it. */
   onKept?: (answer: UnseenAnswer) => void;
   /** A message kept for the owner's console (its channel could not deliver it) reached them there after all. */
@@ -36,12 +38,19 @@ export interface ChannelWiringDeps {
 /** The channels, the owner, the allowlist and the deliveries, as one configuration has them. */
 export interface ChannelWiring {
   /** The owner's identifiers, whether or not their channel is configured. */
-  ownerIds: { telegram: string | undefined; signal: string | undefined };
+  ownerIds: {
+    telegram: string | undefined;
+    signal: string | undefined;
+    whatsapp: string | undefined;
+    email: string | undefined;
+  };
   /** How the owner is reached: only through the channels that are configured. */
   ownerContact: OwnerContact;
   allowlist: Allowlist;
   /** The signal-bridge's client when Signal is configured (the home page asks its health). */
   signalBridge: ServiceClient | undefined;
+  /** The whatsapp-bridge's client when WhatsApp is configured. */
+  whatsappBridge: ServiceClient | undefined;
   deliveries: DeliveryStore;
   worker: DeliveryWorker;
   answers: AnswerDelivery;
@@ -69,25 +78,37 @@ export interface ChannelWiring {
  */
 export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiring> {
   const { config, db, inbox, logger } = deps;
+  const ownerEmail = config.owner?.email?.trim().toLowerCase();
   const ownerIds = {
     telegram:
       config.owner?.telegram === undefined
         ? undefined
         : normalizeIdentifier("telegram", String(config.owner.telegram)),
     signal: config.owner?.signal,
+    whatsapp: config.owner?.whatsapp,
+    // An address to write to; a pattern (`*@example.com`) only says whose mail is the owner's.
+    email: ownerEmail && !ownerEmail.includes("*") ? ownerEmail : undefined,
   };
   const ownerContact: OwnerContact = {
     telegram: config.telegram ? ownerIds.telegram : undefined,
     signal: config.signal ? ownerIds.signal : undefined,
+    whatsapp: config.whatsapp ? ownerIds.whatsapp : undefined,
+    email: config.email?.smtpHost ? ownerIds.email : undefined,
   };
   const listOf = (id: string | undefined) => (id ? [id] : []);
   const configured = Object.values(CHANNELS).filter((definition) => definition.configured(config));
   const allowlist = new Allowlist(
     db,
     deps.internalSecret,
-    { telegram: listOf(ownerIds.telegram), signal: listOf(ownerIds.signal), whatsapp: [], email: [] },
+    {
+      telegram: listOf(ownerIds.telegram),
+      signal: listOf(ownerIds.signal),
+      whatsapp: listOf(ownerIds.whatsapp),
+      email: listOf(ownerEmail),
+    },
     logger.child("allowlist"),
     configured.map((definition) => definition.name),
+    normalizeIdentifier,
   );
   const imported = await allowlist.importLegacyOnce({
     telegram: config.telegram?.allowedChatIds.map(String),
@@ -99,12 +120,23 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     ? new TelegramApi(config.telegram.apiBaseUrl, config.telegram.botToken)
     : undefined;
   const signalBridge = config.signal ? deps.signalBridge() : undefined;
+  const whatsappBridge = config.whatsapp ? deps.whatsappBridge() : undefined;
   const context: ChannelContext = {
     config,
     publicHostname: deps.publicHostname,
     telegramApi,
     signalBridge,
+    whatsappBridge,
     webhookSecret: randomBytes(32).toString("base64url"),
+    db,
+    internalSecret: deps.internalSecret,
+    uploadsOf: deps.uploadsOf,
+    // On the owner's push channel (the key makes it once), else kept for their console.
+    tellOwner: async (text, key, about, except) => {
+      const to = ownerDestination(ownerContact, except);
+      if (to.kind === "channel") await tell(to.channel, to.recipient, text, key);
+      else await notices.addNotice("channel", about, text);
+    },
     logger,
   };
   const channels: Partial<Record<Channel, ChannelSender>> = {};
@@ -169,6 +201,7 @@ export async function wireChannels(deps: ChannelWiringDeps): Promise<ChannelWiri
     ownerContact,
     allowlist,
     signalBridge,
+    whatsappBridge,
     deliveries,
     worker,
     answers,

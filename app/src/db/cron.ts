@@ -6,6 +6,8 @@ export interface CronEntry {
   fireAt: Date | null;
   note: string;
   lastFiredFor: Date | null;
+  /** Set in a turn that held outside text: where it came from (trust/gate.ts). */
+  provenance: string | null;
 }
 
 interface CronRow {
@@ -14,9 +16,10 @@ interface CronRow {
   fire_at: Date | string | null;
   note: string;
   last_fired_for: Date | string | null;
+  provenance: string | null;
 }
 
-const columns = "id, cron_expression, fire_at, note, last_fired_for";
+const columns = "id, cron_expression, fire_at, note, last_fired_for, provenance";
 
 function toEntry(row: CronRow): CronEntry {
   return {
@@ -25,6 +28,7 @@ function toEntry(row: CronRow): CronEntry {
     fireAt: row.fire_at === null ? null : new Date(row.fire_at),
     note: row.note,
     lastFiredFor: row.last_fired_for === null ? null : new Date(row.last_fired_for),
+    provenance: row.provenance ?? null,
   };
 }
 
@@ -39,11 +43,16 @@ export async function getCronEntry(db: Queryable, id: number): Promise<CronEntry
 
 export async function createCronEntry(
   db: Queryable,
-  entry: { cronExpression: string | null; fireAt: Date | null; note: string },
+  entry: {
+    cronExpression: string | null;
+    fireAt: Date | null;
+    note: string;
+    provenance?: string | undefined;
+  },
 ): Promise<number> {
   const result = await db.query<{ id: number }>(
-    "INSERT INTO cron_entries (cron_expression, fire_at, note) VALUES ($1, $2, $3) RETURNING id",
-    [entry.cronExpression, entry.fireAt, entry.note],
+    "INSERT INTO cron_entries (cron_expression, fire_at, note, provenance) VALUES ($1, $2, $3, $4) RETURNING id",
+    [entry.cronExpression, entry.fireAt, entry.note, entry.provenance ?? null],
   );
   return (result.rows[0] as { id: number }).id;
 }
@@ -53,6 +62,8 @@ export async function updateCronEntry(
   db: Queryable,
   id: number,
   changes: { cronExpression?: string | null; fireAt?: Date | null; note?: string },
+  /** A label stays once set (trust/gate.ts). */
+  provenance?: string,
 ): Promise<boolean> {
   const schedule = changes.cronExpression !== undefined || changes.fireAt !== undefined;
   const result = await db.query(
@@ -61,9 +72,17 @@ export async function updateCronEntry(
        fire_at = CASE WHEN $2 THEN $4::timestamptz ELSE fire_at END,
        last_fired_for = CASE WHEN $2 THEN NULL ELSE last_fired_for END,
        note = COALESCE($5, note),
+       provenance = COALESCE(provenance, $6),
        updated_at = now()
      WHERE id = $1`,
-    [id, schedule, changes.cronExpression ?? null, changes.fireAt ?? null, changes.note ?? null],
+    [
+      id,
+      schedule,
+      changes.cronExpression ?? null,
+      changes.fireAt ?? null,
+      changes.note ?? null,
+      provenance ?? null,
+    ],
   );
   return result.rowCount > 0;
 }

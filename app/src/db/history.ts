@@ -1,4 +1,3 @@
-import type { OwnerContact } from "../audience.js";
 import { notificationTitle } from "../delivery/titles.js";
 import type { Queryable } from "./database.js";
 import type { InboxOutcome, InboxPayload, InboxStatus } from "./inbox.js";
@@ -38,7 +37,8 @@ interface Row {
  */
 export async function ownerHistory(
   db: Queryable,
-  owner: OwnerContact,
+  /** The channels' names: a channel's message in the main agent's conversation is the owner's (routing sends anyone else's to their own agent). */
+  channels: readonly string[],
   limit: number,
 ): Promise<HistoryEntry[]> {
   const result = await db.query<Row>(
@@ -47,12 +47,17 @@ export async function ownerHistory(
        AND outcome IS DISTINCT FROM 'notice'
        AND (source IS NULL OR source IN ('cli', 'web', 'cron', 'coder', 'upload', 'agent') OR source LIKE 'cron:%'
             OR source LIKE 'plugin:%'
-            OR (source = 'telegram' AND sender = $2) OR (source = 'signal' AND sender = $3))
+            OR source = ANY($2::text[]))
      ORDER BY id DESC LIMIT $1`,
-    [limit, owner.telegram ?? null, owner.signal ?? null],
+    [limit, [...channels]],
   );
   return result.rows.reverse().map((row) => {
-    const background = !(row.source === null || ["cli", "web", "telegram", "signal"].includes(row.source));
+    const background = !(
+      row.source === null ||
+      row.source === "cli" ||
+      row.source === "web" ||
+      channels.includes(row.source)
+    );
     const finished = row.status === "done" || row.status === "failed";
     return {
       id: row.id,

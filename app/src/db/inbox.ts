@@ -35,6 +35,13 @@ export interface InboxPayload {
    * its notification and the web chat's history show this instead of the model's instructions.
    */
   title?: string | undefined;
+  /** A call the owner approved (trust/approvals.ts): its agent's turn runs it before the model is asked. */
+  approval?: number | undefined;
+  /**
+   * Where the message's words came from when not from whoever sent it (trust/gate.ts): a reminder
+   * set in a turn that held outside text, an MCP server's prompt the owner asked for.
+   */
+  outside?: string | undefined;
 }
 
 /** A file a channel's message named, to fetch when its turn runs. */

@@ -3,6 +3,8 @@ import type { Queryable } from "./database.js";
 export interface Memory {
   id: number;
   content: string;
+  /** Written in a turn that held outside text: where it came from (trust/gate.ts). */
+  provenance: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -11,31 +13,61 @@ export interface ScratchpadEntry {
   id: number;
   title: string;
   body: string;
+  /** Written in a turn that held outside text: where it came from (trust/gate.ts). */
+  provenance: string | null;
   created_at: Date;
   updated_at: Date;
 }
 
 export async function listMemories(db: Queryable): Promise<Memory[]> {
-  return (await db.query<Memory>("SELECT id, content, created_at, updated_at FROM memories ORDER BY id"))
-    .rows;
+  return (
+    await db.query<Memory>("SELECT id, content, provenance, created_at, updated_at FROM memories ORDER BY id")
+  ).rows;
 }
 
-export async function listScratchpadTitles(db: Queryable): Promise<Pick<ScratchpadEntry, "id" | "title">[]> {
-  return (await db.query<{ id: number; title: string }>("SELECT id, title FROM scratchpad ORDER BY id")).rows;
+export async function listScratchpadTitles(
+  db: Queryable,
+): Promise<Pick<ScratchpadEntry, "id" | "title" | "provenance">[]> {
+  return (
+    await db.query<{ id: number; title: string; provenance: string | null }>(
+      "SELECT id, title, provenance FROM scratchpad ORDER BY id",
+    )
+  ).rows;
 }
 
-export async function createMemory(db: Queryable, content: string): Promise<number> {
-  const result = await db.query<{ id: number }>("INSERT INTO memories (content) VALUES ($1) RETURNING id", [
-    content,
-  ]);
+/**
+ * Where the outside text behind labelled memories came from: the memories are in every prompt of
+ * the owner's agent, so what they carry weighs on every turn as history does (trust/gate.ts).
+ */
+export async function memoryOrigins(db: Queryable): Promise<string[]> {
+  const result = await db.query<{ provenance: string }>(
+    "SELECT DISTINCT provenance FROM memories WHERE provenance IS NOT NULL ORDER BY provenance",
+  );
+  return result.rows.map((row) => row.provenance);
+}
+
+/**
+ * `provenance`: where the outside text of the turn that wrote it came from. A label, once on a
+ * row, stays through later writes (a rewrite may carry the same words); removing the row removes it.
+ */
+export async function createMemory(db: Queryable, content: string, provenance?: string): Promise<number> {
+  const result = await db.query<{ id: number }>(
+    "INSERT INTO memories (content, provenance) VALUES ($1, $2) RETURNING id",
+    [content, provenance ?? null],
+  );
   return (result.rows[0] as { id: number }).id;
 }
 
-export async function updateMemory(db: Queryable, id: number, content: string): Promise<boolean> {
-  const result = await db.query("UPDATE memories SET content = $2, updated_at = now() WHERE id = $1", [
-    id,
-    content,
-  ]);
+export async function updateMemory(
+  db: Queryable,
+  id: number,
+  content: string,
+  provenance?: string,
+): Promise<boolean> {
+  const result = await db.query(
+    "UPDATE memories SET content = $2, provenance = COALESCE(provenance, $3), updated_at = now() WHERE id = $1",
+    [id, content, provenance ?? null],
+  );
   return result.rowCount > 0;
 }
 
@@ -43,10 +75,15 @@ export async function deleteMemory(db: Queryable, id: number): Promise<boolean> 
   return (await db.query("DELETE FROM memories WHERE id = $1", [id])).rowCount > 0;
 }
 
-export async function createScratchpad(db: Queryable, title: string, body: string): Promise<number> {
+export async function createScratchpad(
+  db: Queryable,
+  title: string,
+  body: string,
+  provenance?: string,
+): Promise<number> {
   const result = await db.query<{ id: number }>(
-    "INSERT INTO scratchpad (title, body) VALUES ($1, $2) RETURNING id",
-    [title, body],
+    "INSERT INTO scratchpad (title, body, provenance) VALUES ($1, $2, $3) RETURNING id",
+    [title, body, provenance ?? null],
   );
   return (result.rows[0] as { id: number }).id;
 }
@@ -55,18 +92,20 @@ export async function updateScratchpad(
   db: Queryable,
   id: number,
   fields: { title?: string | undefined; body?: string | undefined },
+  provenance?: string,
 ): Promise<boolean> {
   const result = await db.query(
-    `UPDATE scratchpad SET title = COALESCE($2, title), body = COALESCE($3, body), updated_at = now()
+    `UPDATE scratchpad SET title = COALESCE($2, title), body = COALESCE($3, body),
+       provenance = COALESCE(provenance, $4), updated_at = now()
      WHERE id = $1`,
-    [id, fields.title ?? null, fields.body ?? null],
+    [id, fields.title ?? null, fields.body ?? null, provenance ?? null],
   );
   return result.rowCount > 0;
 }
 
 export async function readScratchpad(db: Queryable, id: number): Promise<ScratchpadEntry | undefined> {
   const result = await db.query<ScratchpadEntry>(
-    "SELECT id, title, body, created_at, updated_at FROM scratchpad WHERE id = $1",
+    "SELECT id, title, body, provenance, created_at, updated_at FROM scratchpad WHERE id = $1",
     [id],
   );
   return result.rows[0];

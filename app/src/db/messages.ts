@@ -11,7 +11,9 @@ export interface StoredMessage {
 
 export interface Conversation {
   /** The latest compaction summary, covering every message up to `upToMessageId`. */
-  summary: { text: string; upToMessageId: number } | undefined;
+  summary:
+    | { id?: number | undefined; text: string; upToMessageId: number; provenance?: string | undefined }
+    | undefined;
   /** Messages after the summary, oldest first. */
   messages: StoredMessage[];
   /**
@@ -58,8 +60,14 @@ export const MAIN_AGENT_ID = 1;
 
 /** One agent's conversation: its latest summary and every message of it after that. */
 export async function loadConversation(db: Queryable, agentId = MAIN_AGENT_ID): Promise<Conversation> {
-  const latest = await db.query<{ summary: string; up_to_message_id: number; version: string }>(
-    "SELECT summary, up_to_message_id, id || ':' || xmin AS version FROM compactions WHERE agent_id = $1 ORDER BY id DESC LIMIT 1",
+  const latest = await db.query<{
+    id: number;
+    summary: string;
+    up_to_message_id: number;
+    provenance: string | null;
+    version: string;
+  }>(
+    "SELECT id, summary, up_to_message_id, provenance, id || ':' || xmin AS version FROM compactions WHERE agent_id = $1 ORDER BY id DESC LIMIT 1",
     [agentId],
   );
   const compaction = latest.rows[0];
@@ -78,7 +86,12 @@ export async function loadConversation(db: Queryable, agentId = MAIN_AGENT_ID): 
   while (messages[0]?.message.role === "toolResult") messages.shift();
   return {
     summary: compaction
-      ? { text: compaction.summary, upToMessageId: compaction.up_to_message_id }
+      ? {
+          id: compaction.id,
+          text: compaction.summary,
+          upToMessageId: compaction.up_to_message_id,
+          ...(compaction.provenance ? { provenance: compaction.provenance } : {}),
+        }
       : undefined,
     messages,
     versions,
@@ -119,19 +132,36 @@ export async function messagesForInbox(db: Queryable, inboxId: number): Promise<
   return rows.rows.map((row) => ({ id: row.id, inboxId: row.inbox_id, message: row.content }));
 }
 
-/** Saves a compaction summary; returns its row's version (`id:xmin`). */
+/**
+ * Saves a compaction summary; returns its row's version (`id:xmin`) and its label. The summary keeps the labels
+ * of the outside text it summarises (trust/gate.ts): those of the messages since the previous
+ * summary and that summary's own, so an instruction an outsider planted does not lose its label
+ * by being summarised.
+ */
 export async function saveCompaction(
   db: Queryable,
   summary: string,
   upToMessageId: number,
   agentId = MAIN_AGENT_ID,
-): Promise<string> {
+): Promise<{ version: string; provenance: string | undefined }> {
   if (summary.trim().length === 0) throw new Error("refusing to save an empty compaction summary");
-  const result = await db.query<{ version: string }>(
-    "INSERT INTO compactions (summary, up_to_message_id, agent_id) VALUES ($1, $2, $3) RETURNING id || ':' || xmin AS version",
+  const result = await db.query<{ version: string; provenance: string | null }>(
+    `WITH previous AS (
+       SELECT up_to_message_id, provenance FROM compactions WHERE agent_id = $3 ORDER BY id DESC LIMIT 1
+     ), origins AS (
+       SELECT DISTINCT m.content->'provenance'->>'from' AS origin FROM messages m
+       WHERE m.agent_id = $3 AND m.id <= $2 AND m.content ? 'provenance'
+         AND m.id > coalesce((SELECT up_to_message_id FROM previous), 0)
+       UNION
+       SELECT btrim(unnest(string_to_array((SELECT provenance FROM previous), ', ')))
+     )
+     INSERT INTO compactions (summary, up_to_message_id, agent_id, provenance)
+     VALUES ($1, $2, $3, (SELECT string_agg(origin, ', ' ORDER BY origin) FROM origins WHERE origin <> ''))
+     RETURNING id || ':' || xmin AS version, provenance`,
     [sanitizeText(summary), upToMessageId, agentId],
   );
-  return (result.rows[0] as { version: string }).version;
+  const row = result.rows[0] as { version: string; provenance: string | null };
+  return { version: row.version, provenance: row.provenance ?? undefined };
 }
 
 /** The words of a user or assistant message, for full-text search (tool traffic is left out). */

@@ -345,6 +345,126 @@ export const migrations: readonly Migration[] = [
       CREATE INDEX embedding_chunks_search ON embedding_chunks USING gin (to_tsvector('english', content));
     `,
   },
+  {
+    version: 11,
+    name: "calls that wait for the owner's approval",
+    sql: `
+      -- A call the trust gate stopped (a turn holding outside text wanted to act): it waits for the
+      -- owner, who approves it once or denies it. signature: an HMAC of (agent, tool, arguments)
+      -- keyed by the internal secret, so a row the model writes or changes runs nothing.
+      CREATE TABLE approvals (
+        id SERIAL PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
+        inbox_id INTEGER REFERENCES inbox (id) ON DELETE SET NULL,
+        tool TEXT NOT NULL,
+        args JSONB NOT NULL,
+        asked_by TEXT NOT NULL,
+        reply_to JSONB,
+        signature TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'approved', 'denied', 'done')),
+        result TEXT,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        decided_at TIMESTAMPTZ
+      );
+      CREATE INDEX approvals_pending ON approvals (id) WHERE status = 'pending';
+    `,
+  },
+  {
+    version: 12,
+    name: "email: mailbox cursors, mails seen, threads and the waiting list",
+    sql: `
+      -- Where reading a mailbox by IMAP got to: its UIDVALIDITY and the last UID handled. A new
+      -- UIDVALIDITY means the UIDs were renumbered: the mailbox is read again from updated_at on,
+      -- and email_seen keeps what was handled from being handled twice.
+      CREATE TABLE email_cursors (
+        mailbox TEXT PRIMARY KEY,
+        uid_validity BIGINT NOT NULL,
+        last_uid BIGINT NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+      -- Every mail handled (by IMAP or the webhook), by Message-ID (or a hash of the mail without one).
+      CREATE TABLE email_seen (
+        message_id TEXT PRIMARY KEY,
+        seen_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+      -- The last mail from each address, so the answer to it goes into the same thread.
+      CREATE TABLE email_threads (
+        address TEXT PRIMARY KEY,
+        message_id TEXT NOT NULL,
+        refs TEXT NOT NULL DEFAULT '',
+        subject TEXT NOT NULL,
+        received_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+      -- Mail from the owner's or an allowed address that did not prove its sender: it waits for
+      -- the owner, who lets it through once, always (a signed entry), or dismisses it.
+      CREATE TABLE email_waiting (
+        id SERIAL PRIMARY KEY,
+        message_id TEXT NOT NULL UNIQUE,
+        sender TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        raw BYTEA NOT NULL,
+        received_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        status TEXT NOT NULL DEFAULT 'waiting' CHECK (status IN ('waiting', 'let-through', 'dismissed'))
+      );
+      -- Addresses the owner lets through without proof ("always"), each signed with a key the
+      -- model never sees, as allowlist entries are: a row the model writes is ignored.
+      CREATE TABLE email_unproven_allowed (
+        address TEXT PRIMARY KEY,
+        signature TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      );
+    `,
+  },
+  {
+    version: 13,
+    name: "where notes, reminders and summaries written after outside text came from; chunks' words stored; pages indexed",
+    sql: `
+      -- Written in a turn that held outside text (trust/gate.ts): where that text came from
+      -- ("web_fetch, plugin:mail/check"). A note or a summary keeps it, so what entered from
+      -- outside stays outside when it is read back in a later turn.
+      ALTER TABLE memories ADD COLUMN provenance TEXT;
+      ALTER TABLE scratchpad ADD COLUMN provenance TEXT;
+      ALTER TABLE compactions ADD COLUMN provenance TEXT;
+      -- A reminder set after outside text: its firing turn holds that text again.
+      ALTER TABLE cron_entries ADD COLUMN provenance TEXT;
+      -- The chunks' words stored once, not computed again for each search's ranking.
+      ALTER TABLE embedding_chunks
+        ADD COLUMN words tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED;
+      DROP INDEX embedding_chunks_search;
+      CREATE INDEX embedding_chunks_words ON embedding_chunks USING gin (words);
+      -- The text of the pages the assistant published is indexed too.
+      ALTER TABLE embedding_chunks DROP CONSTRAINT embedding_chunks_source_check;
+      ALTER TABLE embedding_chunks ADD CONSTRAINT embedding_chunks_source_check
+        CHECK (source IN ('turn', 'memory', 'scratchpad', 'compaction', 'page'));
+    `,
+  },
+  {
+    version: 14,
+    name: "skills the owner installs, and which version of each they approved",
+    sql: `
+      -- One row per installed skill (its files are in the data directory's skills/<name>/). A skill
+      -- is shown to the model only when the hash the owner approved is its content's hash and the
+      -- row's signature (a key the model never sees, over the name, that hash, the description and
+      -- whether it is enabled) holds: a row the model writes with SQL shows nothing.
+      CREATE TABLE installed_skills (
+        name TEXT PRIMARY KEY,
+        description TEXT NOT NULL,
+        format TEXT NOT NULL CHECK (format IN ('agent-skills', 'skill-page')),
+        source TEXT NOT NULL,
+        version TEXT,
+        author TEXT,
+        content_hash TEXT NOT NULL,
+        installed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        approved_hash TEXT,
+        approved_version TEXT,
+        approved_at TIMESTAMPTZ,
+        enabled BOOLEAN NOT NULL DEFAULT true,
+        signature TEXT NOT NULL DEFAULT ''
+      );
+    `,
+  },
 ];
 
 /** Applies pending migrations; safe to call on every start and from several processes. */

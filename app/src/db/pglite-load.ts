@@ -34,11 +34,17 @@ const { WebAssembly: wasm } = globalThis as unknown as {
 
 export interface LoadedPglite {
   library: Awaited<ReturnType<typeof importLibrary>>;
+  /**
+   * pgvector for PGlite (50 KB; its library is loaded into the database only when a vector is
+   * first used). Every open names it: an index of its kind cannot even be opened without it.
+   */
+  vector: Awaited<ReturnType<typeof importVector>>["vector"];
   /** PostgreSQL's WebAssembly, compiled (PGlite's `pgliteWasmModule` option). */
   wasmModule: WasmModule;
 }
 
 const importLibrary = () => import("@electric-sql/pglite");
+const importVector = () => import("@electric-sql/pglite-pgvector");
 
 /** A PostgreSQL server is named (DATABASE_URL or PG* variables); otherwise the embedded PGlite is used. */
 export function usesServer(env: NodeJS.ProcessEnv): boolean {
@@ -58,7 +64,11 @@ export function loadPglite(): Promise<LoadedPglite> {
     setFlagsFromString(WASM_COMPILE_FLAGS);
     // Where PGlite itself reads it from.
     const wasmFile = join(pgliteBuildDir(), "pglite.wasm");
-    const [library, bytes] = await Promise.all([importLibrary(), readFile(wasmFile)]);
-    return { library, wasmModule: await wasm.compile(bytes) };
+    const [library, { vector }, bytes] = await Promise.all([
+      importLibrary(),
+      importVector(),
+      readFile(wasmFile),
+    ]);
+    return { library, vector, wasmModule: await wasm.compile(bytes) };
   })());
 }

@@ -156,7 +156,7 @@ const STDERR_LINES = 8;
  * directory holds none (only the short-lived creating process should let it).
  */
 export async function openPgliteHere(dataDir: string): Promise<Database> {
-  const { library, wasmModule } = await loadPglite();
+  const { library, vector, wasmModule } = await loadPglite();
   const { PGlite, protocol, parse } = library;
   mkdirSync(dataDir, { recursive: true });
   // PostgreSQL writes it as it starts; a start that fails must not leave it (it says "in use").
@@ -166,6 +166,7 @@ export async function openPgliteHere(dataDir: string): Promise<Database> {
   const lite = await PGlite.create(dataDir, {
     startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS],
     pgliteWasmModule: wasmModule,
+    extensions: { vector },
     onStderr: (line: string) => {
       stderr.push(line);
       if (stderr.length > STDERR_LINES) stderr.shift();

@@ -12,6 +12,8 @@ export interface DeliveryPayload {
   attachmentPath?: string;
   /** The file name the recipient sees. */
   attachmentName?: string;
+  /** A mail's subject (email only; without one, an answer goes into its recipient's last thread). */
+  subject?: string;
   /** "html": Telegram HTML (`parse_mode: "HTML"`); "markdown": the bridge converts it (Signal). */
   format?: "html" | "markdown" | "plain";
 }

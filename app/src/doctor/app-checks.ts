@@ -60,7 +60,9 @@ export async function appChecks(deps: AppCheckDeps): Promise<Checked> {
               name: "mcp servers",
               state: "fail",
               detail: `failing: ${service.mcpServersFailing.join(", ")}`,
-              fix: "The Plugins page shows each one's last error; correct its [mcpServers.<name>] in config.toml.",
+              fix: service.mcpServersFailing.some((name) => name.endsWith("(needs sign-in)"))
+                ? "Press Connect on its card on the Plugins page to sign in again; the Plugins page shows each one's last error (correct its [mcpServers.<name>] in config.toml)."
+                : "The Plugins page shows each one's last error; correct its [mcpServers.<name>] in config.toml.",
             },
           ]
         : [],

@@ -43,7 +43,26 @@ describe("the doctor's embeddings check", () => {
     expect(fake.calls.at(-1)?.inputs).toEqual(["doctor"]);
     expect(check.state).toBe("ok");
     expect(check.detail).toBe(
-      `${client.identity}, 48 dimensions answered; index: 12 indexed, 3 waiting, 1 refused. Vectors are compared exactly in the app (no pgvector), over the newest 10,000 chunks of a conversation.`,
+      `${client.identity}, 48 dimensions answered; index: 12 indexed, 3 waiting, 1 refused. Vectors are compared exactly in the app, over the newest 10,000 chunks of a conversation until the index's first pass checks for pgvector.`,
+    );
+    const indexed = await embeddingsCheck({
+      client,
+      progress: progress(client.identity, { vectorIndex: { kind: "available", version: "0.8.7" } }),
+    });
+    expect(indexed.detail).toContain(
+      "Vectors are found through pgvector 0.8.7's HNSW index, over all of the history.",
+    );
+    const without = await embeddingsCheck({
+      client,
+      progress: progress(client.identity, {
+        vectorIndex: {
+          kind: "unavailable",
+          reason: 'the database has no pgvector (extension "vector" is not available)',
+        },
+      }),
+    });
+    expect(without.detail).toContain(
+      'compared exactly in the app, over the newest 10,000 chunks of a conversation: the database has no pgvector (extension "vector" is not available). A database with pgvector 0.8 or newer (the embedded one has it) indexes them all.',
     );
   });
 

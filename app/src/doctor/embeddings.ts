@@ -2,6 +2,7 @@ import { errorMessage } from "@stavrobot/common";
 import type { EmbeddingsClient } from "../embeddings/client.js";
 import { EmbeddingsError } from "../embeddings/client.js";
 import { VECTOR_SEARCH_CAP } from "../embeddings/search.js";
+import type { VectorIndexState } from "../embeddings/vector-index.js";
 import type { IndexProgress } from "../embeddings/worker.js";
 import type { Check } from "./checks.js";
 
@@ -47,8 +48,17 @@ export async function embeddingsCheck(
     state: progress.problem ? "warn" : "ok",
     detail:
       `${answered}; index${rebuilding}: ${progress.ok} indexed, ` +
-      `${progress.waiting} waiting, ${progress.rejected} refused. Vectors are compared exactly in the app ` +
-      `(no pgvector), over the newest ${VECTOR_SEARCH_CAP.toLocaleString("en")} chunks of a conversation.`,
+      `${progress.waiting} waiting, ${progress.rejected} refused. ${howCompared(progress.vectorIndex)}`,
     ...(progress.problem ? { fix: `Indexing stopped: ${progress.problem}` } : {}),
   };
+}
+
+/** How a search finds the nearest vectors, in words for the owner. */
+function howCompared(state: VectorIndexState | undefined): string {
+  const inApp = `compared exactly in the app, over the newest ${VECTOR_SEARCH_CAP.toLocaleString("en")} chunks of a conversation`;
+  if (state?.kind === "available")
+    return `Vectors are found through pgvector ${state.version}'s HNSW index, over all of the history.`;
+  if (state?.kind === "unavailable")
+    return `Vectors are ${inApp}: ${state.reason}. A database with pgvector 0.8 or newer (the embedded one has it) indexes them all.`;
+  return `Vectors are ${inApp} until the index's first pass checks for pgvector.`;
 }

@@ -2,8 +2,9 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { silentLogger } from "@stavrobot/common";
 import { startFakeEmbeddings, type FakeEmbeddings } from "@stavrobot/common/test-support";
 import { openMigratedTestDatabase, type MigratedTestDatabase } from "../../test/helpers/db.js";
+import { fakeEmbeddingsClient, insertTurn } from "../../test/helpers/embeddings.js";
 import { createDbSearchTool } from "../tools/db-search.js";
-import { createEmbeddingsClient, type EmbeddingsClient } from "./client.js";
+import type { EmbeddingsClient } from "./client.js";
 import { fusedSearch, VectorCache, type FusedResult } from "./search.js";
 import { liveIdentity } from "./state.js";
 import { EmbeddingsWorker } from "./worker.js";
@@ -21,7 +22,7 @@ afterAll(async () => {
 });
 beforeEach(async () => {
   await testDb.db.query(
-    "TRUNCATE embedding_chunks, messages, memories, scratchpad, compactions, inbox RESTART IDENTITY CASCADE",
+    "TRUNCATE embedding_chunks, messages, memories, scratchpad, compactions, inbox, pages RESTART IDENTITY CASCADE",
   );
   await testDb.db.query("DELETE FROM agents WHERE id <> 1");
   await testDb.db.query("DELETE FROM app_state WHERE key LIKE 'embeddings.%'");
@@ -30,13 +31,7 @@ beforeEach(async () => {
 afterEach(() => fake.setDelay(0));
 
 function client(model = "fake-embed-a"): EmbeddingsClient {
-  return createEmbeddingsClient({
-    baseUrl: fake.url,
-    apiKey: "sk-test",
-    model,
-    queryPrefix: "",
-    documentPrefix: "",
-  });
+  return fakeEmbeddingsClient(fake.url, model);
 }
 
 function worker(
@@ -47,17 +42,8 @@ function worker(
 }
 
 /** A finished turn (an hour old): the owner's words and the answer. */
-async function turn(user: string, answer: string, agentId = 1): Promise<number> {
-  const at = "now() - interval '1 hour'";
-  const said = await testDb.db.query<{ id: number }>(
-    `INSERT INTO messages (role, content, search_text, agent_id, created_at) VALUES ('user', $1, $2, $3, ${at}) RETURNING id`,
-    [JSON.stringify({ role: "user", content: user }), user, agentId],
-  );
-  await testDb.db.query(
-    `INSERT INTO messages (role, content, search_text, agent_id, created_at) VALUES ('assistant', $1, $2, $3, ${at})`,
-    [JSON.stringify({ role: "assistant", content: [{ type: "text", text: answer }] }), answer, agentId],
-  );
-  return said.rows[0]!.id;
+function turn(user: string, answer: string, agentId = 1): Promise<number> {
+  return insertTurn(testDb.db, user, answer, agentId);
 }
 
 async function statuses(identity?: string): Promise<Record<string, number>> {
@@ -338,5 +324,42 @@ describe("the embedding index", () => {
     await testDb.db.query("DELETE FROM memories");
     await worker(embeddings).cycle();
     expect(await statuses()).toEqual({});
+  });
+
+  it("indexes the latest version of each page as its text; an older version or a deleted page leaves no row", async () => {
+    const page = (path: string, mimetype: string, body: string) =>
+      testDb.db.query(
+        `INSERT INTO pages (path, version, mimetype, data)
+         VALUES ($1, COALESCE((SELECT max(version) FROM pages WHERE path = $1), 0) + 1, $2, $3)`,
+        [path, mimetype, Buffer.from(body)],
+      );
+    await page(
+      "trips",
+      "text/html",
+      "<html><body><h1>Trips</h1><script>x()</script><p>Our apartment in Athens</p></body></html>",
+    );
+    await page("chart", "image/png", "\x89PNG");
+    const embeddings = client();
+    await worker(embeddings).cycle();
+    const rows = async () =>
+      (
+        await testDb.db.query<{ content: string }>(
+          "SELECT content FROM embedding_chunks WHERE source = 'page'",
+        )
+      ).rows;
+    expect((await rows()).map((row) => row.content)).toEqual([
+      expect.stringMatching(/^\[[^\]]+ · page trips · assistant\]\n# Trips\n+Our apartment in Athens$/),
+    ]);
+    const found = await search(embeddings, "where is the flat?");
+    expect(found.hits[0]).toMatchObject({ source: "page" });
+
+    await page("trips", "text/html", "<p>Our house in Thessaloniki</p>");
+    await worker(embeddings).cycle();
+    expect((await rows()).map((row) => row.content)).toEqual([
+      expect.stringContaining("Our house in Thessaloniki"),
+    ]);
+    await page("trips", "text/html", "");
+    await worker(embeddings).cycle();
+    expect(await rows()).toEqual([]);
   });
 });

@@ -3,10 +3,11 @@ import type { Queryable } from "../db/database.js";
 import type { EmbeddingsClient } from "./client.js";
 import type { ChunkSource } from "./sources.js";
 import { liveIdentity } from "./state.js";
+import type { VectorIndexes } from "./vector-index.js";
 
 /**
- * The newest chunks of a conversation compared by vector at one search (exact cosine in the app,
- * no vector index yet); older ones are still found by their words.
+ * Without a vector index (a server without pgvector), the newest chunks of a conversation compared
+ * by vector at one search, exact cosine in the app; older ones are still found by their words.
  */
 export const VECTOR_SEARCH_CAP = 10_000;
 /** How long a search waits for its query's vector. */
@@ -25,6 +26,8 @@ export interface SearchHit {
   at: Date;
   content: string;
   score: number;
+  /** Cosine similarity to the query, when the search by meaning took part and found it. */
+  similarity?: number;
 }
 
 export interface FusedResult {
@@ -42,9 +45,49 @@ interface Candidate {
   content_hash: string;
 }
 
-/** Vectors read once and kept, by chunk id and text: a search reads only the ones it lacks. */
+/**
+ * Vectors read once and kept, by chunk id and text: a search reads only the ones it lacks. It
+ * also keeps the live identity and each conversation's newest chunks (the vector leg's scope)
+ * until the index's worker says it changed them (`invalidate`, after each of its passes).
+ */
 export class VectorCache {
   private readonly vectors = new Map<number, { hash: string; vector: Float32Array }>();
+  private readonly scopes = new Map<string, { id: number; content_hash: string }[]>();
+  private live: Promise<string | undefined> | undefined;
+
+  /** The index changed: the identity and the scopes are read again at the next search. */
+  invalidate(): void {
+    this.scopes.clear();
+    this.live = undefined;
+  }
+
+  liveIdentity(db: Queryable): Promise<string | undefined> {
+    this.live ??= liveIdentity(db).catch((error: unknown) => {
+      this.live = undefined;
+      throw error;
+    });
+    return this.live;
+  }
+
+  /** The newest `ok` chunks of a conversation under the identity, at most VECTOR_SEARCH_CAP. */
+  async scope(
+    db: Queryable,
+    identity: string,
+    agentId: number,
+  ): Promise<{ id: number; content_hash: string }[]> {
+    const key = `${identity}\n${agentId}`;
+    const kept = this.scopes.get(key);
+    if (kept) return kept;
+    const rows = (
+      await db.query<{ id: number; content_hash: string }>(
+        `SELECT id, content_hash FROM embedding_chunks
+         WHERE identity = $1 AND agent_id = $2 AND status = 'ok' ORDER BY source_at DESC, id DESC LIMIT $3`,
+        [identity, agentId, VECTOR_SEARCH_CAP],
+      )
+    ).rows;
+    this.scopes.set(key, rows);
+    return rows;
+  }
 
   async load(
     db: Queryable,
@@ -86,45 +129,52 @@ const ANY_WORD_QUERY =
  * (the caller searches the messages by their words, as without embeddings).
  */
 export async function fusedSearch(
-  deps: { db: Queryable; client: EmbeddingsClient; cache: VectorCache },
+  deps: { db: Queryable; client: EmbeddingsClient; cache: VectorCache; index?: VectorIndexes },
   query: string,
   agentId: number,
   limit: number,
 ): Promise<FusedResult | undefined> {
-  const { db, client, cache } = deps;
-  const live = await liveIdentity(db);
+  const { db, client, cache, index } = deps;
+  const live = await cache.liveIdentity(db);
   if (live === undefined) return undefined;
+  // The query's vector is asked for at once, while the words are searched.
+  const queryVector =
+    live === client.identity
+      ? client.embed([query], "query", AbortSignal.timeout(QUERY_TIMEOUT_MS)).then(
+          ([vector]) => ({ vector: vector as Float32Array }),
+          (error: unknown) => ({ error }),
+        )
+      : undefined;
   const words = await db.query<Candidate & { rank: number }>(
     `SELECT id, source, source_id, source_at, content, content_hash,
-       ts_rank(to_tsvector('english', content), ${ANY_WORD_QUERY}) AS rank
+       ts_rank(words, ${ANY_WORD_QUERY}) AS rank
      FROM embedding_chunks
      WHERE identity = $2 AND agent_id = $3 AND status <> 'empty'
-       AND to_tsvector('english', content) @@ ${ANY_WORD_QUERY}
+       AND words @@ ${ANY_WORD_QUERY}
      ORDER BY rank DESC, source_at DESC, id DESC LIMIT $4`,
     [query, live, agentId, LEG_RESULTS],
   );
   const candidates = new Map<number, Candidate>(words.rows.map((row) => [row.id, row]));
   const lists: number[][] = [words.rows.map((row) => row.id)];
   let vectors = new Map<number, Float32Array>();
+  const similarities = new Map<number, number>();
   let note: string | undefined;
-  if (live !== client.identity) {
+  if (!queryVector) {
     note = "the index is being rebuilt for the new embedding model: this search went by words only.";
   } else {
     try {
       // A search waits for the provider a short while only; then it goes by words.
-      const [queryVector] = await client.embed([query], "query", AbortSignal.timeout(QUERY_TIMEOUT_MS));
-      const scope = await db.query<{ id: number; content_hash: string }>(
-        `SELECT id, content_hash FROM embedding_chunks
-         WHERE identity = $1 AND agent_id = $2 AND status = 'ok' ORDER BY source_at DESC, id DESC LIMIT $3`,
-        [live, agentId, VECTOR_SEARCH_CAP],
-      );
-      vectors = await cache.load(db, scope.rows);
-      const nearest = [...vectors.entries()]
-        .map(([id, vector]) => ({ id, similarity: dot(queryVector as Float32Array, vector) }))
-        .filter((entry) => entry.similarity > 0)
-        .sort((a, b) => b.similarity - a.similarity)
-        .slice(0, LEG_RESULTS);
+      const asked = await queryVector;
+      if ("error" in asked) throw asked.error;
+      const indexed = index?.covers(live, asked.vector.length) === true;
+      let nearest: { id: number; similarity: number }[];
+      if (index && indexed) {
+        nearest = await index.nearest(live, agentId, asked.vector, LEG_RESULTS);
+      } else {
+        ({ vectors, nearest } = await nearestInApp(db, cache, live, agentId, asked.vector, LEG_RESULTS));
+      }
       lists.push(nearest.map((entry) => entry.id));
+      for (const entry of nearest) similarities.set(entry.id, entry.similarity);
       const lacking = nearest.map((entry) => entry.id).filter((id) => !candidates.has(id));
       if (lacking.length > 0) {
         const rows = await db.query<Candidate>(
@@ -133,6 +183,8 @@ export async function fusedSearch(
         );
         for (const row of rows.rows) candidates.set(row.id, row);
       }
+      // Through the index, only the candidates' own vectors are read (for the diversity below).
+      if (indexed) vectors = await cache.load(db, [...candidates.values()]);
     } catch (error) {
       note = `search by meaning is unavailable right now (${errorMessage(error)}): this search went by words only.`;
     }
@@ -148,9 +200,31 @@ export async function fusedSearch(
         at: new Date(row.source_at),
         content: row.content,
         score: entry.score,
+        ...(similarities.has(row.id) ? { similarity: similarities.get(row.id) as number } : {}),
       };
     });
   return { hits: diversify(fused, vectors, limit), note };
+}
+
+/**
+ * Without the index: the conversation's newest chunks (VECTOR_SEARCH_CAP) compared exactly with
+ * `query` in the app, the `limit` most alike (more alike than unrelated) first, and the vectors read.
+ */
+export async function nearestInApp(
+  db: Queryable,
+  cache: VectorCache,
+  identity: string,
+  agentId: number,
+  query: Float32Array,
+  limit: number,
+): Promise<{ vectors: Map<number, Float32Array>; nearest: { id: number; similarity: number }[] }> {
+  const vectors = await cache.load(db, await cache.scope(db, identity, agentId));
+  const nearest = [...vectors.entries()]
+    .map(([id, vector]) => ({ id, similarity: dot(query, vector) }))
+    .filter((entry) => entry.similarity > 0)
+    .sort((a, b) => b.similarity - a.similarity)
+    .slice(0, limit);
+  return { vectors, nearest };
 }
 
 /** Each id's summed 1 / (k + rank) over the ranked lists (rank from 1), best first. */

@@ -1,9 +1,10 @@
 import { createHash } from "node:crypto";
 import type { Queryable } from "../db/database.js";
 import { MAIN_AGENT_ID } from "../db/messages.js";
+import { htmlToText } from "../tools/html-text.js";
 
-/** What one chunk is made from: a turn, a memory, a scratchpad entry, a compaction summary. */
-export type ChunkSource = "turn" | "memory" | "scratchpad" | "compaction";
+/** What one chunk is made from: a turn, a memory, a scratchpad entry, a compaction summary, a page. */
+export type ChunkSource = "turn" | "memory" | "scratchpad" | "compaction" | "page";
 
 interface Chunk {
   source: ChunkSource;
@@ -29,6 +30,11 @@ export interface TurnPass {
 const TURNS_PER_PASS = 2_000;
 /** A turn whose inbox entry never finished is indexed with what it has after this long. */
 const OPEN_TURN_MINUTES = 10;
+/** A page's text indexed at most (an embedding model reads a few thousand words). */
+const PAGE_CHARS = 8_000;
+/** The latest version of each page that is not a tombstone. */
+const LATEST_PAGES = `SELECT * FROM (SELECT DISTINCT ON (path) id, path, mimetype, data, created_at FROM pages
+  ORDER BY path, version DESC) latest WHERE octet_length(data) > 0`;
 
 /**
  * Brings the chunks of `identity` up to date with the tables: a row for each finished turn,
@@ -54,7 +60,12 @@ export async function syncChunks(
   }
   const knowledge = await knowledgeChunks(db);
   const compactions = await compactionChunks(db, identity);
-  const changed = await upsertChunks(db, identity, [...turns.chunks, ...knowledge, ...compactions]);
+  const pages = await pageChunks(db, identity);
+  const changed = await upsertChunks(db, identity, [...turns.chunks, ...knowledge, ...compactions, ...pages]);
+  // A page's older versions and deleted pages leave no chunk.
+  await db.query(
+    `DELETE FROM embedding_chunks c WHERE c.source = 'page' AND c.source_id NOT IN (SELECT id FROM (${LATEST_PAGES}) p)`,
+  );
   // Memories and scratchpad entries removed (by the tool or by execute_sql) leave no chunk.
   await db.query(
     `DELETE FROM embedding_chunks c WHERE c.source = 'memory' AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = c.source_id)`,
@@ -175,6 +186,37 @@ async function knowledgeChunks(db: Queryable): Promise<Chunk[]> {
       };
     }),
   ];
+}
+
+/** The latest version of each page the index lacks, as text (an HTML page's words). */
+async function pageChunks(db: Queryable, identity: string): Promise<Chunk[]> {
+  const rows = await db.query<{
+    id: number;
+    path: string;
+    mimetype: string;
+    data: Uint8Array;
+    created_at: Date | string;
+  }>(
+    `SELECT p.id, p.path, p.mimetype, p.data, p.created_at FROM (${LATEST_PAGES}) p
+     WHERE p.mimetype LIKE 'text/%' AND NOT EXISTS (SELECT 1 FROM embedding_chunks c
+       WHERE c.identity = $1 AND c.source = 'page' AND c.source_id = p.id)
+     ORDER BY p.id LIMIT 200`,
+    [identity],
+  );
+  return rows.rows.map((row) => {
+    const at = new Date(row.created_at);
+    const raw = Buffer.from(row.data).toString("utf8");
+    const text = (row.mimetype.startsWith("text/html") ? htmlToText(raw) : raw).trim().slice(0, PAGE_CHARS);
+    return {
+      source: "page",
+      sourceId: row.id,
+      agentId: MAIN_AGENT_ID,
+      at,
+      content: `${chunkHeader(at, `page ${row.path}`, "assistant")}
+${text}`,
+      empty: text.length === 0,
+    };
+  });
 }
 
 async function compactionChunks(db: Queryable, identity: string): Promise<Chunk[]> {

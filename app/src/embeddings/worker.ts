@@ -3,6 +3,7 @@ import type { Database, Queryable } from "../db/database.js";
 import { EmbeddingsError, MAX_BATCH_INPUTS, type EmbeddingsClient } from "./client.js";
 import { syncChunks } from "./sources.js";
 import { liveIdentity, setLiveIdentity } from "./state.js";
+import type { VectorIndexes, VectorIndexState } from "./vector-index.js";
 
 export interface IndexProgress {
   identity: string;
@@ -14,6 +15,8 @@ export interface IndexProgress {
   empty: number;
   /** Why indexing is stopped or failing now, in words for the owner. */
   problem: string | undefined;
+  /** Whether vectors are searched through pgvector's index, or compared in the app and why. */
+  vectorIndex?: VectorIndexState;
 }
 
 interface DueRow {
@@ -25,6 +28,8 @@ interface DueRow {
 
 /** The longest wait before a row the provider could not take (no answer, 5xx, 429) is tried again. */
 const MAX_BACKOFF_MS = 60 * 60_000;
+/** Vectors written in one transaction. */
+const WRITES_PER_TRANSACTION = 16;
 /** After a setup error (key, URL, model), the worker tries again after this. */
 const SETUP_PAUSE_MS = 5 * 60_000;
 
@@ -58,6 +63,10 @@ export class EmbeddingsWorker {
       turnsPerPass?: number;
       /** Batches embedded in one cycle at most, so a first build shares the machine. */
       batchesPerCycle?: number;
+      /** Told after each pass: what searches keep of the index may be stale (`VectorCache`). */
+      changed?: () => void;
+      /** The vector index, kept for the identities in use after each pass (where pgvector is). */
+      indexes?: VectorIndexes;
     },
   ) {}
 
@@ -87,6 +96,14 @@ export class EmbeddingsWorker {
 
   /** One pass: sync, embed what is due, swap a finished rebuild in. Tests call it directly. */
   async cycle(): Promise<void> {
+    try {
+      await this.pass();
+    } finally {
+      this.deps.changed?.();
+    }
+  }
+
+  private async pass(): Promise<void> {
     const { db, client } = this.deps;
     const identity = client.identity;
     const live = await liveIdentity(db);
@@ -133,6 +150,13 @@ export class EmbeddingsWorker {
         await tx.query("DELETE FROM embedding_chunks WHERE identity <> $1", [identity]);
       });
       this.deps.logger.info("the rebuilt embedding index replaced the old one", { identity });
+    }
+    if (this.deps.indexes && !this.stopped) {
+      const inUse = [identity, (await liveIdentity(db)) ?? identity];
+      // Without its index a search compares in the app: indexing goes on regardless.
+      await this.deps.indexes.maintain(inUse).catch((error: unknown) => {
+        this.deps.logger.warn("could not keep the vector index", { error: errorMessage(error) });
+      });
     }
   }
 
@@ -182,7 +206,16 @@ export class EmbeddingsWorker {
       return false;
     }
     this.problem = undefined;
-    await db.transaction(async (tx) => {
+    // A few rows a transaction: with the vector index each write costs more (its graph is kept),
+    // and the embedded database runs one transaction at a time, so a turn's statements go between.
+    for (let start = 0; start < rows.length; start += WRITES_PER_TRANSACTION) {
+      await this.writeVectors(rows.slice(start, start + WRITES_PER_TRANSACTION), vectors.slice(start));
+    }
+    return true;
+  }
+
+  private async writeVectors(rows: DueRow[], vectors: Float32Array[]): Promise<void> {
+    await this.deps.db.transaction(async (tx) => {
       for (const [index, row] of rows.entries()) {
         const vector = vectors[index] as Float32Array;
         const zero = vector.every((value) => value === 0);
@@ -200,11 +233,11 @@ export class EmbeddingsWorker {
         );
       }
     });
-    return true;
   }
 
   async progress(): Promise<IndexProgress> {
-    return indexProgress(this.deps.db, this.deps.client.identity, this.problem);
+    const progress = await indexProgress(this.deps.db, this.deps.client.identity, this.problem);
+    return this.deps.indexes ? { ...progress, vectorIndex: this.deps.indexes.current() } : progress;
   }
 }
 

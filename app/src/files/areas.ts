@@ -75,6 +75,18 @@ export class FileAreas {
   }
 
   /**
+   * Where a file's words came from, when from outside the owner (trust/gate.ts): a file a contact
+   * sent (a subagent's uploads) or anything in a contact's agent's areas, and a plugin's output.
+   */
+  outsideOrigin(resolved: string): string | undefined {
+    const parts = relative(this.root, resolved).split(sep);
+    if (this.isSubagent) return parts[0] === "uploads" ? "a file a contact sent" : undefined;
+    if (parts[0] === AGENTS_DIR && /^\d+$/.test(parts[1] ?? "")) return `a file in agent ${parts[1]}'s area`;
+    if (parts[0] === "plugin_output" && parts[1]) return `plugin:${parts[1]} (a file it returned)`;
+    return undefined;
+  }
+
+  /**
    * Resolves a path the model gave: relative paths are inside `base` (the workspace by default),
    * absolute ones must lie under these areas' root (a subagent's: its own directory, never the
    * owner's). `..` segments, paths leaving the root and symlinks anywhere on the way are refused.

@@ -10,10 +10,15 @@ export interface Siblings {
   coder: ServiceClient;
   /** Made only when Signal is configured. */
   signalBridge: () => ServiceClient;
+  /** Made only when WhatsApp is configured. */
+  whatsappBridge: () => ServiceClient;
 }
 
 export function wireSiblings(options: {
-  settings: Pick<AppEnv, "PLUGIN_RUNNER_URL" | "PYTHON_RUNNER_URL" | "CODER_URL" | "SIGNAL_BRIDGE_URL">;
+  settings: Pick<
+    AppEnv,
+    "PLUGIN_RUNNER_URL" | "PYTHON_RUNNER_URL" | "CODER_URL" | "SIGNAL_BRIDGE_URL" | "WHATSAPP_BRIDGE_URL"
+  >;
   internalSecret: string;
   /** Siblings `npm start` runs from their first use, by name: called before each request to one. */
   wake?: Readonly<Record<string, () => Promise<void>>> | undefined;
@@ -41,5 +46,6 @@ export function wireSiblings(options: {
     pythonRunner: sibling("python-runner", settings.PYTHON_RUNNER_URL),
     coder: sibling("coder", settings.CODER_URL),
     signalBridge: () => sibling("signal-bridge", settings.SIGNAL_BRIDGE_URL),
+    whatsappBridge: () => sibling("whatsapp-bridge", settings.WHATSAPP_BRIDGE_URL),
   };
 }

@@ -15,6 +15,11 @@ import type { InboxEntry } from "../db/inbox.js";
  */
 export class CurrentTurn {
   private running: InboxEntry | undefined;
+  /**
+   * Where the running turn's outside text came from ("web_fetch, Bob (telegram 2002)"), when it
+   * holds some: set by the trust gate (trust/gate.ts); what the turn writes to notes keeps it.
+   */
+  outside: string | undefined;
   private lastWrite: number | undefined;
   /** SQL ran since the write `since`; `recheck` unless the next write proves it wrote nothing. */
   private sql: { since: number; recheck: () => void } | undefined;
@@ -27,6 +32,7 @@ export class CurrentTurn {
   /** Set by the queue. A turn's start or end also settles SQL no write came after. */
   set(entry: InboxEntry | undefined): void {
     this.running = entry;
+    this.outside = undefined;
     this.settle(undefined);
   }
 

@@ -2,6 +2,7 @@ import type { Logger } from "@stavrobot/common";
 import type { Allowlist } from "../allowlist/allowlist.js";
 import { isChannel, isOwnerConsole, type Channel } from "../audience.js";
 import type { InboxPayload } from "../db/inbox.js";
+import type { PromptCommandResult } from "../plugins/prompt-command.js";
 import type { MessageQueue, Submitted } from "./queue.js";
 import type { PeopleRouter } from "./routing.js";
 
@@ -39,7 +40,7 @@ export type Taken =
 
 export interface IntakeDeps {
   queue: Pick<MessageQueue, "submit" | "stop">;
-  allowlist: Pick<Allowlist, "isAllowed" | "isOwner">;
+  allowlist: Pick<Allowlist, "isAllowed" | "isOwner" | "lists">;
   /** Sends a short text to someone on a channel through the deliveries (the answer to `/stop`). */
   tell: (channel: Channel, recipient: string, text: string, key: string) => Promise<void>;
   /**
@@ -49,6 +50,18 @@ export interface IntakeDeps {
   people: Pick<PeopleRouter, "route" | "resultRoute">;
   /** Why no turn can run yet (no provider key), or undefined: such a message is refused, not kept. */
   notReady?: () => string | undefined;
+  /** The owner's "/approve N" and "/deny N" (trust/decisions.ts): the answer, or undefined for another text. */
+  approvals?: { command(text: string | undefined): Promise<string | undefined> };
+  /**
+   * The owner's "/prompt <server> <name> key=value …" (plugins/prompt-command.ts): an answer, the
+   * MCP server's prompt as their message, or undefined for another text.
+   */
+  prompts?: { command(text: string | undefined): Promise<PromptCommandResult | undefined> };
+  /**
+   * The owner's "/answer <id> key=value …", "/decline <id>" and "/cancel <id>" to an MCP server's
+   * question (plugins/questions.ts): the answer, or undefined for another text.
+   */
+  questions?: { command(text: string | undefined): Promise<string | undefined> };
   logger: Logger;
 }
 
@@ -76,6 +89,39 @@ export async function takeMessage(deps: IntakeDeps, message: IncomingMessage): P
     if (isChannel(source) && sender) await deps.tell(source, sender, response, message.stopKey);
     return { kind: "stopped", response };
   }
+  // The owner deciding on a call the trust gate stopped: answered here, never a message to the model.
+  if (fromOwner && deps.approvals) {
+    const decided = await deps.approvals.command(message.text);
+    if (decided !== undefined) {
+      if (isChannel(source) && sender)
+        await deps.tell(source, sender, decided, message.stopKey.replace(/^stop:/, "decision:"));
+      return { kind: "stopped", response: decided };
+    }
+  }
+  // The owner answering an MCP server's question: handed to the runner at once, even while the
+  // turn whose tool the server runs waits for it; never a message to the model. From anyone
+  // else these words are an ordinary message: only the owner answers a server.
+  if (fromOwner && deps.questions) {
+    const said = await deps.questions.command(message.text);
+    if (said !== undefined) {
+      if (isChannel(source) && sender)
+        await deps.tell(source, sender, said, message.stopKey.replace(/^stop:/, "question:"));
+      return { kind: "stopped", response: said };
+    }
+  }
+  // The owner asking for an MCP server's prompt: its text becomes their message; a mistake is
+  // answered at once, never a message to the model.
+  let prompt: Pick<InboxPayload, "message" | "attachments" | "outside"> | undefined;
+  if (fromOwner && deps.prompts) {
+    const asked = await deps.prompts.command(message.text);
+    if (asked?.kind === "answer") {
+      if (isChannel(source) && sender)
+        await deps.tell(source, sender, asked.text, message.stopKey.replace(/^stop:/, "prompt:"));
+      return { kind: "stopped", response: asked.text };
+    }
+    // The server wrote the prompt's words: the turn holds outside text (trust/gate.ts).
+    if (asked) prompt = { message: asked.text, attachments: asked.attachments, outside: asked.origin };
+  }
   let routed: Pick<InboxPayload, "agentId" | "from" | "replyTo"> | undefined;
   if (isChannel(source) && sender !== null && !fromOwner) {
     const route = await deps.people.route(source, sender, async () => message.text);
@@ -88,7 +134,15 @@ export async function takeMessage(deps: IntakeDeps, message: IncomingMessage): P
   if (missing) throw new NotReadyError(missing);
   const built = await message.payload(routed?.agentId);
   const { discard } = built;
-  const payload = routed ? { ...built.payload, ...routed } : built.payload;
+  const own = prompt
+    ? {
+        ...built.payload,
+        message: prompt.message,
+        attachments: [...built.payload.attachments, ...prompt.attachments],
+        outside: prompt.outside,
+      }
+    : built.payload;
+  const payload = routed ? { ...own, ...routed } : own;
   let submitted: Submitted;
   try {
     submitted = await deps.queue.submit(source, sender, payload, message.idempotencyKey);

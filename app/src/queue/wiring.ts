@@ -13,7 +13,7 @@ import { CHANNELS } from "../channels/registry.js";
 import type { ChannelWiring } from "../channels/wiring.js";
 import type { Database } from "../db/database.js";
 import type { InboxStore } from "../db/inbox.js";
-import { listMemories, listScratchpadTitles, knowledgeVersion } from "../db/knowledge.js";
+import { listMemories, listScratchpadTitles, knowledgeVersion, memoryOrigins } from "../db/knowledge.js";
 import { messagesForInbox } from "../db/messages.js";
 import type { Transcriber } from "../media/stt.js";
 import { withTranscripts } from "../media/voice.js";
@@ -31,6 +31,12 @@ import type { StatementPart } from "../db/database.js";
 import { MAIN_AGENT_ID, getAgent, type AgentRecord } from "../db/people.js";
 import type { InboxEntry } from "../db/inbox.js";
 import { shapeRequests } from "../agent/request-shape.js";
+import { ApprovalStore } from "../trust/approvals.js";
+import { ApprovalDecider } from "../trust/decisions.js";
+import { TrustGate, withProvenance } from "../trust/gate.js";
+import type { PluginDetailCache } from "../plugins/detail-cache.js";
+import { RECALL_DEFAULTS, recall } from "../embeddings/recall.js";
+import type { FusedResult } from "../embeddings/search.js";
 
 /** The turn wing: the conversation, the system prompt, the inbox row's lifecycle, the engine and the queue. */
 export interface TurnWing {
@@ -42,6 +48,8 @@ export interface TurnWing {
   people: PeopleRouter;
   /** What each turn is doing, for a sender that follows it. */
   progress: TurnProgress;
+  /** The owner's decisions on calls the trust gate stopped. */
+  approvals: ApprovalDecider;
 }
 
 /**
@@ -64,12 +72,20 @@ export function wireTurn(options: {
   inbox: InboxStore;
   channels: Pick<ChannelWiring, "answers" | "ownerContact" | "mediaFetcher" | "tell" | "notices">;
   pluginRunner: ServiceClient;
+  /** The plugins' tools as the plugin-runner reports them (the trust gate reads MCP's hints). */
+  details: PluginDetailCache;
+  /** The search recall before a turn uses (`[embeddings]` with `[memory] autoRecall`). */
+  recallSearch?: (query: string, agentId: number, limit: number) => Promise<FusedResult | undefined>;
   transcriber: Transcriber | undefined;
   currentTurn: CurrentTurn;
   /** With `authFile`: where a turn without a key tells the owner to log in, and what a 401 does. */
   login: { loginUrl: string; onProviderError: ((message: string) => Promise<void>) | undefined };
   /** Why no turn can run now, where the model's own reason is not the whole story (a provider saved for a restart). */
   notReady?: () => string | undefined;
+  /** Signs the calls that wait for the owner's approval. */
+  internalSecret: string;
+  /** The approved skills as the main agent's prompt lists them ("" when there are none). */
+  skillsForPrompt?: () => Promise<string>;
   logger: Logger;
 }): TurnWing {
   const { config, db, timezone, model: wing, usage, tools, inbox, channels, logger } = options;
@@ -84,6 +100,7 @@ export function wireTurn(options: {
     knowledge: async () => ({
       memories: await listMemories(db),
       scratchpadTitles: await listScratchpadTitles(db),
+      skills: (await options.skillsForPrompt?.()) ?? "",
     }),
     knowledgeVersion: () => knowledgeVersion(db),
     plugins: () => describePluginsForPrompt(options.pluginRunner, logger.child("plugins")),
@@ -104,7 +121,54 @@ export function wireTurn(options: {
   const written = { flush: (companions: StatementPart[]) => turns.flush(companions) };
   const lifecycle = new InboxLifecycle({ inbox, conversation: written, meter: usage.meter });
   const progress = new TurnProgress();
+  // The trust boundary: once a turn holds outside text, a call that acts waits for the owner.
+  const approvalStore = new ApprovalStore(db, options.internalSecret);
+  const tellOwnerTrust = async (text: string, key: string): Promise<void> => {
+    // In the web admin's notifications always, and on the owner's channel when they have one.
+    await channels.notices.addNotice("trust", "(a call waits for your approval)", text);
+    const to = ownerDestination(channels.ownerContact);
+    if (to.kind === "channel") await channels.tell(to.channel, to.recipient, text, key);
+  };
+  const gate = new TrustGate({
+    currentTurn: options.currentTurn,
+    owner: channels.ownerContact,
+    approvals: approvalStore,
+    tellOwner: tellOwnerTrust,
+    allow: config.trust?.allow ?? [],
+    ownerName: config.owner?.name,
+    plugins: config.trust?.plugins ?? "owner-turns",
+    memoryOrigins: () => memoryOrigins(db),
+    readOnly: async (plugin, tool) => {
+      const rules = config.trust?.readOnly ?? [];
+      if (rules.includes(plugin) || rules.includes(`${plugin}/${tool}`)) return true;
+      if (!(config.trust?.readOnlyHints ?? []).includes(plugin)) return false;
+      const detail = await options.details.get(plugin).catch(() => undefined);
+      return detail?.tools.find((found) => found.name === tool)?.readOnlyHint === true;
+    },
+    logger: logger.child("trust"),
+  });
+  // Recall before a turn: the message a person (or a reminder) wrote, searched in its agent's own
+  // chunks; an approval's turn has no words of its own to recall for.
+  const recallOptions = {
+    ...RECALL_DEFAULTS,
+    limit: config.memory?.recallLimit ?? RECALL_DEFAULTS.limit,
+    minSimilarity: config.memory?.recallMinSimilarity ?? RECALL_DEFAULTS.minSimilarity,
+  };
+  const recallFor =
+    (search: NonNullable<typeof options.recallSearch>): TurnDeps["recall"] =>
+    async ({ fromMessageId, summaryId }) => {
+      const entry = options.currentTurn.entry;
+      if (!entry || entry.source === "approval" || !entry.payload.message) return undefined;
+      const agentId = entry.payload.agentId ?? MAIN_AGENT_ID;
+      return recall(
+        { db, search },
+        entry.payload.message,
+        { agentId, fromMessageId, summaryId, memoriesInPrompt: agentId === MAIN_AGENT_ID },
+        recallOptions,
+      );
+    };
   const shared = {
+    gate,
     db,
     stream: shapeRequests(callModels, {
       toolsOnDemand: config.toolsOnDemand,
@@ -130,6 +194,7 @@ export function wireTurn(options: {
       }),
     onModelCall: usage.recordTurnCall,
     progress: (inboxId: number, event: TurnProgressEvent) => progress.report(inboxId, event),
+    ...(options.recallSearch ? { recall: recallFor(options.recallSearch) } : {}),
   };
   // Each engine of the wing: what they share, and what is their agent's own.
   const engineOf = (own: Pick<TurnDeps, "conversation" | "tools" | "systemPrompt">): TurnEngine =>
@@ -181,7 +246,26 @@ export function wireTurn(options: {
       if (entry.source === "coder") systemPrompt.invalidate("plugins");
       // Files of a Telegram message are fetched now, not when Telegram was answered.
       const payload = channels.mediaFetcher ? await channels.mediaFetcher.resolve(entry) : entry.payload;
-      return buildUserMessage(
+      // A call the owner approved runs now, in its agent's turn, and the model reads how it went.
+      if (payload.approval !== undefined) {
+        const agentId = payload.agentId ?? MAIN_AGENT_ID;
+        const record = agentId === MAIN_AGENT_ID ? undefined : await getAgent(db, agentId);
+        const agentTools = record ? toolsForAgent(tools.forAgent(agentId), record) : tools.main;
+        const outcome = await approvals.runApproved(payload.approval, agentTools);
+        return buildUserMessage(
+          {
+            text: outcome,
+            attachments: [],
+            source: entry.source,
+            sender: null,
+            receivedAt: entry.receivedAt,
+          },
+          timezone,
+        );
+      }
+      // What came from someone other than the owner keeps saying so in the stored conversation.
+      const origin = gate.entryOrigin(entry);
+      const built = await buildUserMessage(
         {
           text: fromAgentNote(
             entry,
@@ -195,6 +279,7 @@ export function wireTurn(options: {
         },
         timezone,
       );
+      return origin ? withProvenance(built, origin) : built;
     },
     messagesForInbox: (id) => messagesForInbox(db, id),
     reloadConversation: () => turns.conversations.forEach((store) => store.invalidate()),
@@ -223,6 +308,10 @@ export function wireTurn(options: {
     retryDelayMs: config.queue.retryDelaySeconds * 1000,
     logger: logger.child("queue"),
   });
+  const approvals: ApprovalDecider = new ApprovalDecider({
+    store: approvalStore,
+    submit: (source, payload, key) => queue.submit(source, null, payload, key),
+  });
   const people = new PeopleRouter({
     db,
     timezone,
@@ -235,7 +324,7 @@ export function wireTurn(options: {
       else await channels.notices.addNotice("people", "(someone with no agent wrote)", text);
     },
   });
-  return { conversation, systemPrompt, budget, queue, people, progress };
+  return { conversation, systemPrompt, budget, queue, people, progress, approvals };
 }
 
 /**
@@ -266,6 +355,8 @@ function staleAfterTool(
     caches.systemPrompt.recheck("knowledge");
   } else if (name === "manage_plugins") {
     caches.systemPrompt.invalidate("plugins");
+  } else if (name === "manage_skills") {
+    caches.systemPrompt.invalidate("knowledge");
   }
 }
 

@@ -1,6 +1,5 @@
-import { randomUUID } from "node:crypto";
-import { mkdir, realpath, rm, writeFile } from "node:fs/promises";
-import { extname, join, sep } from "node:path";
+import { realpath } from "node:fs/promises";
+import { sep } from "node:path";
 import {
   CHAT_BODY_LIMIT_BYTES,
   CHAT_FILE_LIMIT_BYTES,
@@ -25,6 +24,7 @@ import { describePluginRun } from "../plugins/result.js";
 import { NotReadyError, takeMessage, type IntakeDeps, type Taken } from "../queue/intake.js";
 import type { MessageQueue } from "../queue/queue.js";
 import { ANSWER_EVENT, type LiveEvents } from "../live/events.js";
+import { removeFiles, storeFiles, type DecodedFile } from "../files/uploads.js";
 import type { TurnProgress } from "../live/progress.js";
 import { openTurnEvents, wantsEvents } from "./chat-events.js";
 
@@ -159,10 +159,6 @@ function chatHandler(deps: ChatDeps): Handler {
   };
 }
 
-async function removeFiles(files: Attachment[]): Promise<void> {
-  await Promise.all(files.map((file) => rm(file.storedPath, { force: true })));
-}
-
 function isStop(body: ChatRequest): boolean {
   return (
     body.message?.trim().toLowerCase() === "/stop" &&
@@ -197,12 +193,6 @@ async function checkAttachments(attachments: Attachment[], uploadsDir: string): 
   return checked;
 }
 
-interface DecodedFile {
-  data: Buffer;
-  filename: string;
-  mimeType: string;
-}
-
 function decodeInlineFiles(body: ChatRequest): DecodedFile[] {
   const files: DecodedFile[] = (body.files ?? []).map((file, index) => ({
     data: decodeField(file.data, `files.${index}.data`),
@@ -229,29 +219,6 @@ function decodeField(data: string, field: string): Buffer {
   const decoded = decodeBase64(data);
   if (!decoded || decoded.length === 0) throw badRequest(`Invalid request: ${field}: not valid base64`);
   return decoded;
-}
-
-async function storeFiles(files: DecodedFile[], uploadsDir: string): Promise<Attachment[]> {
-  if (files.length === 0) return [];
-  await mkdir(uploadsDir, { recursive: true });
-  const root = await realpath(uploadsDir);
-  const stored: Attachment[] = [];
-  try {
-    for (const file of files) {
-      const storedPath = join(root, `upload-${randomUUID()}${extname(file.filename).slice(0, 16)}`);
-      await writeFile(storedPath, file.data, { flag: "wx", mode: 0o600 });
-      stored.push({
-        storedPath,
-        originalFilename: file.filename,
-        mimeType: file.mimeType,
-        size: file.data.length,
-      });
-    }
-  } catch (error) {
-    await Promise.all(stored.map((file) => rm(file.storedPath, { force: true })));
-    throw error;
-  }
-  return stored;
 }
 
 function extensionFor(mimeType: string): string {

@@ -153,7 +153,13 @@ export class Scheduler {
       const inbox = (this.deps.inbox ?? new InboxStore(this.deps.db)).within(tx);
       // The source names the entry (`cron:<id>`): the Schedule page finds each entry's last result
       // and cost by it. The note is the reminder as the owner knows it: their notification's title.
-      const payload = { message: cronMessage(entry), attachments: [], title: entry.note };
+      // A reminder set after outside text keeps saying where it came from (trust/gate.ts).
+      const payload = {
+        message: cronMessage(entry),
+        attachments: [],
+        title: entry.note,
+        ...(entry.provenance ? { outside: entry.provenance } : {}),
+      };
       return (await inbox.add(`cron:${entry.id}`, null, payload)).entry;
     });
     if (!saved) return;

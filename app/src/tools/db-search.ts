@@ -4,7 +4,8 @@ import { encode } from "@toon-format/toon";
 import type { Queryable } from "../db/database.js";
 import { MAIN_AGENT_ID } from "../db/messages.js";
 import type { FusedResult } from "../embeddings/search.js";
-import { RESULT_LIMIT_BYTES, capText, textResult } from "./result.js";
+import { outsideOrigins, type StoredHits } from "../trust/stored.js";
+import { RESULT_LIMIT_BYTES, capText, outsideDetails, textResult } from "./result.js";
 
 const parameters = Type.Object({
   query: Type.String({ description: "Words to look for." }),
@@ -67,6 +68,15 @@ export function createDbSearchTool(deps: DbSearchDeps): AgentTool<typeof paramet
       const limit = Math.min(Math.max(params.limit ?? 10, 1), 20);
       const parts: string[] = [];
       let tableRows = 0;
+      // What was found that entered from outside once: the result says so (trust/stored.ts).
+      const found: { [K in keyof StoredHits]-?: number[] } = {
+        messages: [],
+        memories: [],
+        scratchpad: [],
+        compactions: [],
+      };
+      const result = async (text: string) =>
+        textResult(text, outsideDetails(await outsideOrigins(db, found)));
       const agentId = deps.currentAgentId?.() ?? MAIN_AGENT_ID;
       const fused = await deps.semantic?.(query, agentId, limit);
       // Memories and the scratchpad are in the fused results when searching by meaning.
@@ -82,18 +92,26 @@ export function createDbSearchTool(deps: DbSearchDeps): AgentTool<typeof paramet
           .map((column) => `coalesce(${quote(column)}::text, '')`)
           .join(" || ' ' || ");
         const order = table.hasCreatedAt ? "ORDER BY created_at DESC" : "";
-        const result = await db.query<Record<string, unknown>>(
+        const rows = await db.query<Record<string, unknown>>(
           `SELECT * FROM ${quote(table.name)}
            WHERE to_tsvector('english', ${document}) @@ plainto_tsquery('english', $1) ${order} LIMIT $2`,
           [query, MAX_TABLE_ROWS - tableRows],
         );
-        if (result.rows.length === 0) continue;
-        tableRows += result.rows.length;
+        if (rows.rows.length === 0) continue;
+        tableRows += rows.rows.length;
+        if (table.name === "memories" || table.name === "scratchpad")
+          found[table.name].push(...rows.rows.map((row) => Number(row.id)));
         parts.push(
-          `Table: ${table.name} (${result.rows.length} match(es))\n${encode({ rows: result.rows.map(plain) })}`,
+          `Table: ${table.name} (${rows.rows.length} match(es))\n${encode({ rows: rows.rows.map(plain) })}`,
         );
       }
       if (fused) {
+        for (const hit of fused.hits) {
+          if (hit.source === "turn") found.messages.push(hit.sourceId);
+          else if (hit.source === "memory") found.memories.push(hit.sourceId);
+          else if (hit.source === "scratchpad") found.scratchpad.push(hit.sourceId);
+          else if (hit.source === "compaction") found.compactions.push(hit.sourceId);
+        }
         if (fused.hits.length > 0) {
           const lines = fused.hits.map(
             (hit) =>
@@ -104,7 +122,7 @@ export function createDbSearchTool(deps: DbSearchDeps): AgentTool<typeof paramet
         if (fused.note) parts.push(`Note: ${fused.note}`);
         if (parts.length === 0 || (parts.length === 1 && fused.note))
           return textResult(`No results found for "${query}".${fused.note ? ` Note: ${fused.note}` : ""}`);
-        return textResult(capText(parts.join("\n\n"), RESULT_LIMIT_BYTES, "Search for something narrower."));
+        return result(capText(parts.join("\n\n"), RESULT_LIMIT_BYTES, "Search for something narrower."));
       }
       const messages = await db.query<{
         id: number;
@@ -132,9 +150,10 @@ export function createDbSearchTool(deps: DbSearchDeps): AgentTool<typeof paramet
             `[id:${row.id}] [${new Date(row.created_at).toISOString()}] ${row.role}: ${snippet(row.search_text, query)}`,
         );
         parts.push(`Messages (${messages.rows.length} match(es)):\n${lines.join("\n")}`);
+        found.messages.push(...messages.rows.map((row) => row.id));
       }
       if (parts.length === 0) return textResult(`No results found for "${query}".`);
-      return textResult(capText(parts.join("\n\n"), RESULT_LIMIT_BYTES, "Search for something narrower."));
+      return result(capText(parts.join("\n\n"), RESULT_LIMIT_BYTES, "Search for something narrower."));
     },
   };
 }

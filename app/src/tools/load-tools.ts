@@ -30,8 +30,20 @@ export const PLUGIN_TOOLS: Readonly<Record<string, string>> = {
   run_plugin_tool: "",
 };
 
-/** What `load_tools` can load: the on-demand tools, then the plugin tools. */
-export const LOADABLE_TOOLS: Readonly<Record<string, string>> = { ...ON_DEMAND_TOOLS, ...PLUGIN_TOOLS };
+/**
+ * The skills tool: on demand while the system prompt lists no approved skill (installing one is
+ * rare); sent with every request once it lists one, so reading it costs no extra step.
+ */
+export const SKILL_TOOLS: Readonly<Record<string, string>> = {
+  manage_skills: "install or read skills",
+};
+
+/** What `load_tools` can load: the on-demand tools, then the plugin and skill tools. */
+export const LOADABLE_TOOLS: Readonly<Record<string, string>> = {
+  ...ON_DEMAND_TOOLS,
+  ...PLUGIN_TOOLS,
+  ...SKILL_TOOLS,
+};
 
 export const LOAD_TOOLS = "load_tools";
 

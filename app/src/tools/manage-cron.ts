@@ -35,6 +35,8 @@ export interface ManageCronDeps {
   timezone: string;
   /** Re-arms the scheduler after a change; returns when each entry fires next. */
   scheduler: { reload(): Promise<void>; upcoming(): Map<number, Date> };
+  /** Where the running turn's outside text came from, if any: a reminder set then keeps it. */
+  outside?: () => string | undefined;
 }
 
 /** The reference's cron tool, with validation that names what is wrong and the next firing time. */
@@ -73,7 +75,7 @@ export function createManageCronTool(deps: ManageCronDeps): AgentTool<typeof par
             throw new ToolError(
               "create needs exactly one of 'schedule' (a cron expression) or 'fire_at' (an ISO date-time).",
             );
-          const id = await cron.createCronEntry(db, { ...schedule, note });
+          const id = await cron.createCronEntry(db, { ...schedule, note, provenance: deps.outside?.() });
           await scheduler.reload();
           return textResult(
             `Cron entry ${id} created. Next firing: ${when(id)}.${pastNote(schedule.fireAt)}`,
@@ -84,7 +86,14 @@ export function createManageCronTool(deps: ManageCronDeps): AgentTool<typeof par
           const schedule = readSchedule(params, timezone);
           const note = params.note?.trim();
           if (!schedule && !note) throw new ToolError("update needs 'schedule', 'fire_at' or 'note'.");
-          if (!(await cron.updateCronEntry(db, params.id, { ...schedule, ...(note ? { note } : {}) }))) {
+          if (
+            !(await cron.updateCronEntry(
+              db,
+              params.id,
+              { ...schedule, ...(note ? { note } : {}) },
+              deps.outside?.(),
+            ))
+          ) {
             throw new ToolError(`Cron entry ${params.id} not found.`);
           }
           await scheduler.reload();

@@ -4,7 +4,14 @@ import { copyFile, lstat, mkdir, readFile, readdir, rename, rm, writeFile } from
 import { dirname, join, relative } from "node:path";
 import { decodeBase64 } from "@stavrobot/common";
 import { FileAreaError, type FileAreas } from "../files/areas.js";
-import { RESULT_LIMIT_BYTES, ToolError, capText, textResult, unknownAction } from "./result.js";
+import {
+  RESULT_LIMIT_BYTES,
+  ToolError,
+  capText,
+  outsideDetails,
+  textResult,
+  unknownAction,
+} from "./result.js";
 
 const actions = [
   "write",
@@ -97,13 +104,18 @@ Paths you get here can be passed to plugins as file parameters, to run_python, a
           return textResult(target);
         }
         case "read": {
-          const data = await readFile(await existing(params.filename));
+          const path = await existing(params.filename);
+          const data = await readFile(path);
           const text = params.encoding === "base64" ? data.toString("base64") : data.toString("utf8");
-          return textResult(capText(text, RESULT_LIMIT_BYTES, "Use read_lines or search for the rest."));
+          return textResult(
+            capText(text, RESULT_LIMIT_BYTES, "Use read_lines or search for the rest."),
+            outsideDetails(areas.outsideOrigin(path)),
+          );
         }
         case "search": {
           if (!params.pattern) throw new ToolError("search needs 'pattern'.");
-          const lines = (await readFile(await existing(params.filename), "utf8")).split("\n");
+          const path = await existing(params.filename);
+          const lines = (await readFile(path, "utf8")).split("\n");
           let test: (line: string) => boolean;
           if (params.regex) {
             let expression: RegExp;
@@ -124,10 +136,12 @@ Paths you get here can be passed to plugins as file parameters, to run_python, a
             matches.length > MAX_MATCHES
               ? `${shown}\n... (showing ${MAX_MATCHES} of ${matches.length} matches)`
               : shown,
+            outsideDetails(areas.outsideOrigin(path)),
           );
         }
         case "read_lines": {
-          const lines = splitLines(await readFile(await existing(params.filename), "utf8"));
+          const path = await existing(params.filename);
+          const lines = splitLines(await readFile(path, "utf8"));
           const { from, to } = range(params.from, params.to, lines.length);
           const body = lines.slice(from - 1, to).join("\n");
           return textResult(
@@ -136,6 +150,7 @@ Paths you get here can be passed to plugins as file parameters, to run_python, a
               RESULT_LIMIT_BYTES,
               "Read fewer lines.",
             ),
+            outsideDetails(areas.outsideOrigin(path)),
           );
         }
         case "write_lines": {

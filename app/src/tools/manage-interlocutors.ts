@@ -1,7 +1,7 @@
 import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { StringEnum, Type } from "@mariozechner/pi-ai";
 import { encode } from "@toon-format/toon";
-import { normalizeIdentifier } from "../allowlist/allowlist.js";
+import { normalizeIdentifier } from "../channels/registry.js";
 import { IdentifierError, isAllowlistService, parseIdentifier } from "../allowlist/identifiers.js";
 import { isChannel } from "../audience.js";
 import type { Database, Queryable } from "../db/database.js";

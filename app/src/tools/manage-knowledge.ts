@@ -2,7 +2,7 @@ import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { StringEnum, Type } from "@mariozechner/pi-ai";
 import type { Queryable } from "../db/database.js";
 import * as knowledge from "../db/knowledge.js";
-import { ToolError, textResult } from "./result.js";
+import { ToolError, outsideDetails, textResult } from "./result.js";
 
 const actions = ["upsert", "delete", "read", "help"] as const;
 
@@ -25,8 +25,18 @@ Actions:
 - read: store "scratchpad" and id; returns the title and body.
 - help: this text.`;
 
-export function createManageKnowledgeTool(deps: { db: Queryable }): AgentTool<typeof parameters> {
+export interface ManageKnowledgeDeps {
+  db: Queryable;
+  /**
+   * Where the running turn's outside text came from, when it holds some (the trust gate says):
+   * what it writes keeps that label, and reading a labelled entry brings it back (trust/gate.ts).
+   */
+  outside?: () => string | undefined;
+}
+
+export function createManageKnowledgeTool(deps: ManageKnowledgeDeps): AgentTool<typeof parameters> {
   const { db } = deps;
+  const label = (): string | undefined => deps.outside?.();
   return {
     name: "manage_knowledge",
     label: "Manage knowledge",
@@ -39,7 +49,9 @@ export function createManageKnowledgeTool(deps: { db: Queryable }): AgentTool<ty
         case "help":
           return textResult(HELP);
         case "upsert":
-          return params.store === "scratchpad" ? upsertScratchpad(db, params) : upsertMemory(db, params);
+          return params.store === "scratchpad"
+            ? upsertScratchpad(db, params, label())
+            : upsertMemory(db, params, label());
         case "delete": {
           if (!params.store || params.id === undefined) throw new ToolError("delete needs 'store' and 'id'.");
           const removed =
@@ -57,7 +69,8 @@ export function createManageKnowledgeTool(deps: { db: Queryable }): AgentTool<ty
           }
           const entry = await knowledge.readScratchpad(db, params.id);
           if (!entry) throw new ToolError(`scratchpad ${params.id} not found.`);
-          return textResult(`Title: ${entry.title}\n\n${entry.body}`);
+          // A note written after outside text is outside text again when read.
+          return textResult(`Title: ${entry.title}\n\n${entry.body}`, outsideDetails(entry.provenance));
         }
         default:
           throw new ToolError(`Unknown action. Valid actions: ${actions.join(", ")}.`);
@@ -69,13 +82,14 @@ export function createManageKnowledgeTool(deps: { db: Queryable }): AgentTool<ty
 async function upsertMemory(
   db: Queryable,
   params: { id?: number | undefined; content?: string | undefined; store?: string | undefined },
+  provenance: string | undefined,
 ) {
   if (!params.store) throw new ToolError("upsert needs 'store' (memory or scratchpad).");
   const content = params.content?.trim();
   if (!content) throw new ToolError("memory upsert needs a non-empty 'content'.");
   if (params.id === undefined)
-    return textResult(`Memory ${await knowledge.createMemory(db, content)} created.`);
-  if (!(await knowledge.updateMemory(db, params.id, content)))
+    return textResult(`Memory ${await knowledge.createMemory(db, content, provenance)} created.`);
+  if (!(await knowledge.updateMemory(db, params.id, content, provenance)))
     throw new ToolError(`memory ${params.id} not found.`);
   return textResult(`Memory ${params.id} updated.`);
 }
@@ -83,16 +97,17 @@ async function upsertMemory(
 async function upsertScratchpad(
   db: Queryable,
   params: { id?: number | undefined; title?: string | undefined; body?: string | undefined },
+  provenance: string | undefined,
 ) {
   const title = params.title?.trim() || undefined;
   const body = params.body?.trim() ? params.body : undefined;
   if (params.id === undefined) {
     if (!title || !body)
       throw new ToolError("scratchpad upsert needs 'title' and 'body' to create an entry.");
-    return textResult(`Scratchpad ${await knowledge.createScratchpad(db, title, body)} created.`);
+    return textResult(`Scratchpad ${await knowledge.createScratchpad(db, title, body, provenance)} created.`);
   }
   if (!title && !body) throw new ToolError("scratchpad update needs 'title' or 'body'.");
-  if (!(await knowledge.updateScratchpad(db, params.id, { title, body }))) {
+  if (!(await knowledge.updateScratchpad(db, params.id, { title, body }, provenance))) {
     throw new ToolError(`scratchpad ${params.id} not found.`);
   }
   return textResult(`Scratchpad ${params.id} updated.`);

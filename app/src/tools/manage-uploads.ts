@@ -3,7 +3,14 @@ import { StringEnum, Type } from "@mariozechner/pi-ai";
 import { lstat, readFile, rm } from "node:fs/promises";
 import { extname } from "node:path";
 import { FileAreaError, type FileAreas } from "../files/areas.js";
-import { RESULT_LIMIT_BYTES, ToolError, capText, textResult, unknownAction } from "./result.js";
+import {
+  RESULT_LIMIT_BYTES,
+  ToolError,
+  capText,
+  outsideDetails,
+  textResult,
+  unknownAction,
+} from "./result.js";
 
 const actions = ["read", "delete", "help"] as const;
 
@@ -69,12 +76,15 @@ export function createManageUploadsTool(deps: { areas: FileAreas }): AgentTool<t
             if (data.length > MAX_IMAGE_BYTES) throw new ToolError("The image is larger than 5 MB.");
             return {
               content: [{ type: "image", data: data.toString("base64"), mimeType: image }],
-              details: {},
+              details: outsideDetails(areas.outsideOrigin(path)),
             };
           }
           if (ext === "" || TEXT_EXTENSIONS.has(ext)) {
             const text = (await readFile(path)).toString("utf8");
-            return textResult(capText(text, RESULT_LIMIT_BYTES, "Use manage_files read_lines for the rest."));
+            return textResult(
+              capText(text, RESULT_LIMIT_BYTES, "Use manage_files read_lines for the rest."),
+              outsideDetails(areas.outsideOrigin(path)),
+            );
           }
           return textResult(
             `Cannot read binary file directly (${ext}). Pass its path to a plugin tool or run_python to process it.`,

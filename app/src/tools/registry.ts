@@ -11,6 +11,7 @@ import { createManageFilesTool } from "./manage-files.js";
 import { createManageKnowledgeTool } from "./manage-knowledge.js";
 import { createManagePagesTool } from "./manage-pages.js";
 import { createManagePluginsTool } from "./manage-plugins.js";
+import { createManageSkillsTool, type ManageSkillsDeps } from "./manage-skills.js";
 import { createManageUploadsTool } from "./manage-uploads.js";
 import { createRunPluginTool } from "./run-plugin-tool.js";
 import { createRunPythonTool } from "./run-python.js";
@@ -50,8 +51,17 @@ export interface ToolContext {
   modelCallMeter?: (kind: "web_search" | "web_fetch") => ModelCallMeter;
   /** db_search's search by meaning (with `[embeddings]`). */
   semantic?: DbSearchDeps["semantic"];
+  /** Where the running turn's outside text came from, if it holds some (`CurrentTurn.outside`). */
+  outside?: () => string | undefined;
+  /** The installed skills and how their sources are fetched (manage_skills). */
+  skills?: Omit<ManageSkillsDeps, "pluginRunner" | "areas">;
   /** The owner's identity per channel (from `[owner]`). */
-  ownerIds: { telegram?: string | undefined; signal?: string | undefined };
+  ownerIds: {
+    telegram?: string | undefined;
+    signal?: string | undefined;
+    whatsapp?: string | undefined;
+    email?: string | undefined;
+  };
 }
 
 /**
@@ -87,18 +97,25 @@ export function buildTools(ctx: ToolContext): AnyAgentTool[] {
     const owner = { name: config.owner?.name, id: ctx.ownerIds[channel] };
     conditional.push(createSendMessageTool({ ...ctx.messaging, areas, channel, owner }));
   }
+  if (ctx.skills)
+    conditional.push(createManageSkillsTool({ ...ctx.skills, pluginRunner: ctx.pluginRunner, areas }));
   if (config.coder) {
     conditional.push(createRequestCodingTaskTool({ coder: ctx.coder, pluginRunner: ctx.pluginRunner }));
   }
   const tools: AnyAgentTool[] = [
     createExecuteSqlTool({ db }),
-    createManageKnowledgeTool({ db }),
+    createManageKnowledgeTool({ db, ...(ctx.outside ? { outside: ctx.outside } : {}) }),
     createDbSearchTool({
       db,
       currentAgentId: ctx.messaging.currentAgentId,
       ...(ctx.semantic ? { semantic: ctx.semantic } : {}),
     }),
-    createManageCronTool({ db, timezone: ctx.timezone, scheduler: ctx.scheduler }),
+    createManageCronTool({
+      db,
+      timezone: ctx.timezone,
+      scheduler: ctx.scheduler,
+      ...(ctx.outside ? { outside: ctx.outside } : {}),
+    }),
     createManagePagesTool({ db, publicHostname: ctx.publicHostname }),
     createManageFilesTool({ areas }),
     createManageUploadsTool({ areas }),

@@ -9,6 +9,15 @@ export function textResult(text: string, details: Record<string, unknown> = {}):
   return { content: [{ type: "text", text }], details };
 }
 
+/**
+ * A result's details saying it holds stored outside text and where it came from (a labelled note,
+ * a contact's file, a search's hits in a contact's turn): the trust gate marks the turn
+ * (trust/gate.ts, `observe`). Nothing when `origin` is undefined.
+ */
+export function outsideDetails(origin: string | null | undefined): Record<string, unknown> {
+  return origin ? { outside: origin } : {};
+}
+
 export { ToolError } from "../tool-error.js";
 import { ToolError } from "../tool-error.js";
 

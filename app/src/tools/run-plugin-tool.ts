@@ -72,7 +72,8 @@ export function createRunPluginTool(deps: {
           {
             body: input,
             schema: runToolResponseSchema,
-            timeoutMs: RUN_TIMEOUT_MS,
+            // An MCP server's call may also wait for the owner's answers to its questions.
+            timeoutMs: Math.max(RUN_TIMEOUT_MS, ((detail.runSeconds ?? 0) + 10) * 1000),
             signal,
             headers: turnHeader(deps.currentInboxId?.()),
           },

@@ -2,10 +2,9 @@ import type { AgentTool } from "@mariozechner/pi-agent-core";
 import { Type } from "@mariozechner/pi-ai";
 import { lstat } from "node:fs/promises";
 import type { Allowlist } from "../allowlist/allowlist.js";
-import { normalizeIdentifier } from "../allowlist/allowlist.js";
 import type { Channel } from "../audience.js";
 import type { ChannelDefinition } from "../channels/channel.js";
-import { CHANNELS } from "../channels/registry.js";
+import { CHANNELS, normalizeIdentifier, sendToolOf } from "../channels/registry.js";
 import type { DeliveryFiles } from "../delivery/files.js";
 import type { DeliveryStore } from "../delivery/store.js";
 import type { DeliveryWorker, SendResult } from "../delivery/worker.js";
@@ -17,9 +16,21 @@ import { ToolError, textResult } from "./result.js";
 const parameters = Type.Object({
   recipient: Type.String({
     description:
-      "A person's display name (manage_interlocutors; the owner's too), or a chat id / phone number on the allowlist.",
+      "A person's display name (manage_interlocutors; the owner's too), or a chat id / phone number / address on the allowlist.",
   }),
+  subject: Type.Optional(Type.String({ description: "The subject of the mail (email only)." })),
   message: Type.Optional(Type.String({ description: "The text, in Markdown." })),
+  attachmentPath: Type.Optional(Type.String({ description: "Path of a file to send." })),
+});
+
+/** A mail's parameters, as the reference's `send_email` takes them. */
+const mailParameters = Type.Object({
+  recipient: Type.String({
+    description:
+      "A person's display name (manage_interlocutors; the owner's too), or an address on the allowlist.",
+  }),
+  subject: Type.String({ description: "The subject of the mail." }),
+  message: Type.String({ description: "The text, in Markdown (sent as text with an HTML part)." }),
   attachmentPath: Type.Optional(Type.String({ description: "Path of a file to send." })),
 });
 
@@ -48,24 +59,45 @@ export interface SendToolDeps {
  * file areas only, and every message goes through the deliveries: it is attempted at once,
  * and if the channel is down it is kept and retried, so the tool never loses it.
  */
-export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof parameters> {
+export function createSendMessageTool(
+  deps: SendToolDeps,
+): AgentTool<typeof parameters> & { precheck(params: unknown): Promise<void> } {
   const info = CHANNELS[deps.channel];
+  /** The refusals that need no sending: what is sent, to whom, and that they are allowed. */
+  const checked = async (params: {
+    recipient: string;
+    subject?: string;
+    message?: string;
+    attachmentPath?: string;
+  }) => {
+    if (info.mail && !params.subject?.trim()) throw new ToolError("'subject' must not be empty.");
+    const message = params.message?.trim() ? params.message : undefined;
+    if (!message && !params.attachmentPath?.trim()) {
+      throw new ToolError("At least one of 'message' or 'attachmentPath' must be present.");
+    }
+    const { id, label } = await resolveRecipient(params.recipient, deps, info);
+    if (!(await deps.allowlist.isAllowed(deps.channel, id))) {
+      throw new ToolError(
+        `${id} is not on the ${info.title} allowlist, so it cannot be messaged. Only the owner can add it (Settings → Allowlist).`,
+      );
+    }
+    return { message, id, label };
+  };
   return {
-    name: `send_${deps.channel}_message`,
+    name: sendToolOf(deps.channel),
     label: `Send ${info.title} message`,
-    description: `Send a ${info.title} message (Markdown text and/or a file) to the owner or to someone on the ${info.title} allowlist.`,
-    parameters,
+    description: info.mail
+      ? `Send a mail (subject, Markdown text, optionally a file) to the owner or to someone on the ${info.title} allowlist.`
+      : `Send a ${info.title} message (Markdown text and/or a file) to the owner or to someone on the ${info.title} allowlist.`,
+    parameters: info.mail ? (mailParameters as unknown as typeof parameters) : parameters,
+    // What the trust gate lets the tool refuse first: a call that could never be sent.
+    precheck: async (params: unknown) => {
+      await checked(
+        params as { recipient: string; subject?: string; message?: string; attachmentPath?: string },
+      );
+    },
     async execute(toolCallId, params) {
-      const message = params.message?.trim() ? params.message : undefined;
-      if (!message && !params.attachmentPath?.trim()) {
-        throw new ToolError("At least one of 'message' or 'attachmentPath' must be present.");
-      }
-      const { id, label } = await resolveRecipient(params.recipient, deps, info);
-      if (!(await deps.allowlist.isAllowed(deps.channel, id))) {
-        throw new ToolError(
-          `${id} is not on the ${info.title} allowlist, so it cannot be messaged. Only the owner can add it (Settings → Allowlist).`,
-        );
-      }
+      const { message, id, label } = await checked(params);
       const attachment = params.attachmentPath?.trim()
         ? await deps.deliveryFiles.take(await locateFile(params.attachmentPath, deps.areas, info))
         : undefined;
@@ -74,7 +106,7 @@ export function createSendMessageTool(deps: SendToolDeps): AgentTool<typeof para
         info.compose({ markdown: message, attachment }).map((payload, index) => ({
           channel: deps.channel,
           recipient: id,
-          payload,
+          payload: info.mail && params.subject ? { ...payload, subject: params.subject.trim() } : payload,
           key: `send:${inboxId ?? "none"}:${toolCallId}:${index}`,
           inboxId: inboxId ?? null,
         })),
@@ -132,7 +164,8 @@ async function resolveRecipient(
     }
     return { id: owner.id, label: owner.name ?? "the owner" };
   }
-  const compact = deps.channel === "signal" ? text.replace(/[\s().-]/g, "") : text;
+  const phone = deps.channel === "signal" || deps.channel === "whatsapp";
+  const compact = phone ? text.replace(/[\s().-]/g, "") : text;
   if (!info.isId(compact)) {
     throw new ToolError(
       `Unknown recipient "${recipient}". Use the owner's name${owner.name ? ` ("${owner.name}")` : ""} or a ${info.idDescription} on the allowlist.`,

@@ -46,6 +46,8 @@ export function wireTools(options: {
   enqueueAgentMessage: SendAgentMessageDeps["enqueue"];
   /** db_search's search by meaning (with `[embeddings]`). */
   semantic?: ToolContext["semantic"];
+  /** manage_skills' store and sources. */
+  skills?: ToolContext["skills"];
 }): ToolSets {
   const { config, channels, siblings, currentTurn } = options;
   const context: ToolContext = {
@@ -72,7 +74,9 @@ export function wireTools(options: {
       db: options.db,
     },
     enqueueAgentMessage: options.enqueueAgentMessage,
+    outside: () => currentTurn.outside,
     ...(options.semantic ? { semantic: options.semantic } : {}),
+    ...(options.skills ? { skills: options.skills } : {}),
   };
   const main = buildTools(context);
   const subagents = new Map<number, AnyAgentTool[]>();

@@ -73,21 +73,29 @@ async function health(name: string, client: ServiceClient): Promise<SiblingHealt
       | {
           sandbox?: { mode?: unknown; users?: unknown };
           signalCli?: unknown;
+          whatsapp?: unknown;
           problem?: unknown;
-          mcpServersFailing?: { name?: unknown }[];
+          mcpServersFailing?: { name?: unknown; signIn?: unknown }[];
         }
       | undefined;
     const failing = Array.isArray(body?.mcpServersFailing)
-      ? body.mcpServersFailing.map((server) => String(server?.name))
+      ? body.mcpServersFailing.map(
+          // A server whose OAuth sign-in lapsed says so (Home and the doctor show these names).
+          (server) => `${String(server?.name)}${server?.signIn === "needed" ? " (needs sign-in)" : ""}`,
+        )
       : [];
     // The signal-bridge answers while its signal-cli may not run: up, but sending nothing.
     const signalCli =
       typeof body?.signalCli === "string" && body.signalCli !== "running" ? body.signalCli : undefined;
+    // The whatsapp-bridge answers while WhatsApp may not be open: up, but sending nothing.
+    const whatsapp =
+      typeof body?.whatsapp === "string" && body.whatsapp !== "open" ? body.whatsapp : undefined;
     const details = [
       typeof body?.sandbox?.mode === "string"
         ? `sandbox: ${body.sandbox.mode}${body.sandbox.users === true ? ", per-plugin users" : ""}`
         : undefined,
       signalCli ? (typeof body?.problem === "string" ? body.problem : `signal-cli: ${signalCli}`) : undefined,
+      whatsapp ? (typeof body?.problem === "string" ? body.problem : `WhatsApp: ${whatsapp}`) : undefined,
       failing.length > 0 ? `MCP servers failing: ${failing.join(", ")} (see the Plugins page)` : undefined,
     ].filter((detail) => detail !== undefined);
     return {
@@ -96,6 +104,7 @@ async function health(name: string, client: ServiceClient): Promise<SiblingHealt
       ...(details.length > 0 ? { detail: details.join("; ") } : {}),
       ...(failing.length > 0 ? { mcpServersFailing: failing } : {}),
       ...(signalCli ? { warning: `bridge up, signal-cli ${signalCli}` } : {}),
+      ...(whatsapp ? { warning: `bridge up, WhatsApp ${whatsapp}` } : {}),
       body: data,
     };
   } catch (error) {

@@ -7,6 +7,7 @@ import { silentLogger } from "@stavrobot/common";
 import {
   FAKE_ANTHROPIC_MODELS,
   startFakeAnthropic,
+  startFakeEmbeddings,
   textTurn,
   type FakeLlmServer,
 } from "@stavrobot/common/test-support";
@@ -123,6 +124,45 @@ describeInBrowser("the Settings page in Chromium", () => {
     expect(await banner.isHidden()).toBe(true);
     expectNoProblems(owner, [/status of 400/]);
     await owner.context.close();
+  });
+
+  it("sets search by meaning, checked with the endpoint before it is written", async () => {
+    const embeddings = await startFakeEmbeddings({ apiKey: "sk-embed-page" });
+    try {
+      const owner = await ownerContext(browser, app.port);
+      const { page } = owner;
+      await page.goto("/settings");
+      // Loaded: the key line is written from the settings, so a check made now is not undone by them.
+      await page.locator("#embeddings-key-state", { hasText: "No key set" }).waitFor({ state: "attached" });
+      expect(await page.isHidden("#embeddings-fields")).toBe(true);
+      await page.check("#embeddings-on");
+      await page.fill("#embeddings-base-url", embeddings.url);
+      await page.fill("#embeddings-model", "fake-embed-small");
+      await page.fill("#embeddings-key", "sk-wrong");
+      await page.click("#embeddings-save");
+      await page.locator("#embeddings-error", { hasText: "Incorrect API key provided" }).waitFor();
+      expect(loadConfig(env.env.CONFIG_PATH as string).embeddings).toBeUndefined();
+      await page.fill("#embeddings-key", "sk-embed-page");
+      await page.click("#embeddings-save");
+      await page.locator("#embeddings-status", { hasText: "Saved in config.toml and checked" }).waitFor();
+      expect(loadConfig(env.env.CONFIG_PATH as string).embeddings).toMatchObject({
+        baseUrl: embeddings.url,
+        model: "fake-embed-small",
+        apiKey: "sk-embed-page",
+      });
+      expect(await page.inputValue("#embeddings-key")).toBe("");
+      expect(await page.textContent("#embeddings-key-state")).toContain("A key is set");
+      await screenshot(page, "settings-embeddings");
+      // Off again: the table is gone, search goes by words.
+      await page.uncheck("#embeddings-on");
+      await page.click("#embeddings-save");
+      await page.locator("#embeddings-status", { hasText: "Search by meaning is off" }).waitFor();
+      expect(loadConfig(env.env.CONFIG_PATH as string).embeddings).toBeUndefined();
+      expectNoProblems(owner, [/409/]);
+      await owner.context.close();
+    } finally {
+      await embeddings.close();
+    }
   });
 
   it("fits a phone", async () => {

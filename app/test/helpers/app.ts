@@ -12,6 +12,12 @@ export const INTERNAL_SECRET = "internal-secret-for-tests-0123456789";
 
 export type LlmKind = "anthropic" | "openai";
 
+/**
+ * For tests of plugin management itself: the trust gate lets manage_plugins through after outside
+ * text (a plugin's results earlier in the conversation); app/test/trust.test.ts tests the gate.
+ */
+export const TRUST_PLUGIN_MANAGEMENT = '[trust]\nallow = ["manage_plugins"]\n';
+
 /** config.toml text pointing the app at a fake LLM server. */
 export function configFor(fake: Pick<FakeLlmServer, "url">, kind: LlmKind = "anthropic", extra = ""): string {
   const llm =

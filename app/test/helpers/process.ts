@@ -72,6 +72,7 @@ export async function startAppProcess(
   const pythonRunnerPort = await freePort();
   const coderPort = await freePort();
   const signalBridgePort = await freePort();
+  const whatsappBridgePort = await freePort();
   const child = spawn(process.execPath, command, {
     cwd: repoRoot,
     env: {
@@ -83,6 +84,7 @@ export async function startAppProcess(
       PYTHON_RUNNER_PORT: String(pythonRunnerPort),
       CODER_PORT: String(coderPort),
       SIGNAL_BRIDGE_PORT: String(signalBridgePort),
+      WHATSAPP_BRIDGE_PORT: String(whatsappBridgePort),
     },
     stdio: ["ignore", "pipe", "pipe"],
     // Its own process group: stop() reaches the sibling services too and waits for them all.

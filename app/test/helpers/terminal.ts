@@ -52,6 +52,7 @@ export async function firstStartInTerminal(
     PYTHON_RUNNER_PORT: String(await freePort()),
     CODER_PORT: String(await freePort()),
     SIGNAL_BRIDGE_PORT: String(await freePort()),
+    WHATSAPP_BRIDGE_PORT: String(await freePort()),
   };
   const terminalEnv: NodeJS.ProcessEnv = { ...env, ...NPM_START_ENV, ...ports, TERM: "xterm" };
   // A person's terminal, not CI: the first start asks only there.

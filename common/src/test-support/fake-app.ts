@@ -55,6 +55,8 @@ export interface FakeApp {
   statuses: number[];
   /** Answers not yet marked seen (see `FakeAppOptions.pendingAnswers`). */
   pendingAnswers: PendingAnswer[];
+  /** Every `POST /questions` body (an MCP server's question for the owner), answered 204. */
+  questions: unknown[];
   close(): Promise<void>;
 }
 
@@ -66,7 +68,8 @@ function reply(res: ServerResponse, { status, json, text }: FakeAppReply): void 
  * A stand-in for the app's `POST /chat`, recording what the services (or the CLI) deliver. By
  * default it answers as the app does: 202 `{"accepted": true}` to `Prefer: respond-async` (a
  * message kept for its turn), 200 `{"response": "ok"}` otherwise. It also answers the CLI's
- * `GET /api/answers/pending` and `POST /api/answers/seen`.
+ * `GET /api/answers/pending` and `POST /api/answers/seen`, and records the runner's questions
+ * for the owner (`POST /questions`).
  */
 export async function startFakeApp(options: FakeAppOptions = {}): Promise<FakeApp> {
   const app: Omit<FakeApp, "url" | "port" | "close"> = {
@@ -77,6 +80,7 @@ export async function startFakeApp(options: FakeAppOptions = {}): Promise<FakeAp
     answered: [],
     statuses: options.statuses ?? [],
     pendingAnswers: options.pendingAnswers ?? [],
+    questions: [],
   };
   const allowed = (authorization: string | undefined) =>
     options.password === undefined || checkBasicPassword(authorization, options.password);
@@ -93,6 +97,11 @@ export async function startFakeApp(options: FakeAppOptions = {}): Promise<FakeAp
         const { ids } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { ids: number[] };
         app.pendingAnswers = app.pendingAnswers.filter((answer) => !ids.includes(answer.id));
         return reply(res, { status: 200, json: { ok: true } });
+      }
+      if (route === "POST /questions") {
+        app.questions.push(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+        res.writeHead(204).end();
+        return;
       }
       if (route !== "POST /chat") {
         res.writeHead(404).end();

@@ -1,5 +1,5 @@
 import { SIGNAL_ATTACHMENT_LIMIT_BYTES } from "@stavrobot/common";
-import type { ChannelDefinition } from "../channel.js";
+import { composeWhole, type ChannelDefinition } from "../channel.js";
 import { addSignalCaptchaRoutes } from "./captcha.js";
 import { SignalSender } from "./sender.js";
 
@@ -16,13 +16,7 @@ export const signalChannel: ChannelDefinition = {
   isId: (text) => /^\+[1-9]\d{1,14}$/.test(text),
   normalize: (identifier) => identifier.trim(),
   maxAttachmentBytes: SIGNAL_ATTACHMENT_LIMIT_BYTES,
-  compose(outgoing) {
-    const file = outgoing.attachment
-      ? { attachmentPath: outgoing.attachment.path, attachmentName: outgoing.attachment.name }
-      : {};
-    const markdown = outgoing.markdown?.trim() ? outgoing.markdown : undefined;
-    return [{ ...file, ...(markdown ? { text: markdown, format: "markdown" as const } : {}) }];
-  },
+  compose: composeWhole,
   plainText: (payload) => payload.text ?? "",
   sender: ({ signalBridge, publicHostname }) =>
     signalBridge ? new SignalSender(signalBridge, `${publicHostname}/signal/captcha`) : undefined,

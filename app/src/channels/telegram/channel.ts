@@ -49,7 +49,7 @@ export const telegramChannel: ChannelDefinition = {
   addRoutes(router, { webhookSecret, logger }, intake) {
     // Telegram cannot log in: the handler checks the secret registered with setWebhook. No
     // `notReady`: a Telegram message is kept even before a provider is set, and its turn says so.
-    const { queue, allowlist, people, tell } = intake;
+    const { queue, allowlist, people, tell, approvals, questions } = intake;
     router.post(
       "/telegram/webhook",
       createTelegramWebhookHandler({
@@ -57,6 +57,8 @@ export const telegramChannel: ChannelDefinition = {
         allowlist,
         people,
         tell,
+        ...(approvals ? { approvals } : {}),
+        ...(questions ? { questions } : {}),
         secret: webhookSecret,
         logger: logger.child("telegram"),
       }),

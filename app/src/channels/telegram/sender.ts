@@ -62,7 +62,14 @@ export class TelegramSender implements ChannelSender {
         },
       );
     } else if (text?.trim()) {
-      await this.api.call("sendMessage", { chat_id: recipient, text, ...format });
+      // No link preview: Telegram's servers would fetch the address, and an address can carry
+      // data out (the trust boundary's side door; ARCHITECTURE.md).
+      await this.api.call("sendMessage", {
+        chat_id: recipient,
+        text,
+        ...format,
+        link_preview_options: { is_disabled: true },
+      });
     }
   }
 }

@@ -9,7 +9,7 @@ const SERVICES = [
   { id: "signal", label: "Signal", placeholder: "+15551234567" },
   { id: "telegram", label: "Telegram", placeholder: "123456789 (a chat id)" },
   { id: "whatsapp", label: "WhatsApp", placeholder: "+15551234567" },
-  { id: "email", label: "Email", placeholder: "someone@example.com" },
+  { id: "email", label: "Email", placeholder: "someone@example.com or *@example.com" },
 ];
 
 function entryRow(service, identifier, note, owner) {

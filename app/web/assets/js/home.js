@@ -2,7 +2,7 @@
 // is visible), and the chat panel with the recent conversation. (Answers kept for the owner are
 // the notifications every page lists: kept-answers.js.)
 import { api } from "./lib/api.js";
-import { byId, el, fill, showError } from "./lib/dom.js";
+import { busy, byId, el, fill, showError } from "./lib/dom.js";
 import { formatDuration, formatInteger } from "./lib/format.js";
 import { mountChat } from "./chat.js";
 import { showProviderBanner } from "./provider-banner.js";
@@ -40,10 +40,12 @@ function showStatus(status) {
       ),
     ),
   );
-  const { telegram, signal } = status.channels;
+  const { telegram, signal, whatsapp, email } = status.channels;
   facts(byId("channels"), [
     ["Telegram", telegramState(telegram)],
     ["Signal", signalState(signal)],
+    ["WhatsApp", whatsappState(whatsapp)],
+    ["Email", emailState(email)],
   ]);
   const { deliveries } = status.queue;
   facts(byId("queue"), [
@@ -78,7 +80,29 @@ function showStatus(status) {
   ]);
 }
 
-const channelTitle = (channel) => ({ telegram: "Telegram", signal: "Signal" })[channel] ?? channel;
+const channelTitle = (channel) =>
+  ({ telegram: "Telegram", signal: "Signal", whatsapp: "WhatsApp", email: "Email" })[channel] ?? channel;
+
+function emailState(email) {
+  if (!email?.configured) return el("span", { class: "muted", text: "not configured" });
+  const inbound = { imap: "IMAP", webhook: "webhook", none: "nothing in" }[email.inbound] ?? email.inbound;
+  const ways = `${inbound}, ${email.outbound ? "SMTP out" : "nothing out"}`;
+  return el(
+    "span",
+    {},
+    email.inbound === "imap" && !email.connected
+      ? state(false, "", `mailbox not reachable (${ways})`)
+      : state(true, ways, ""),
+    email.problem ? el("div", { class: "hint", text: email.problem }) : null,
+    email.waiting > 0
+      ? el(
+          "div",
+          { class: "warn" },
+          el("a", { href: "/settings/email", text: `${email.waiting} mail(s) wait for you` }),
+        )
+      : null,
+  );
+}
 
 function signalState(signal) {
   if (!signal.configured) return el("span", { class: "muted", text: "not configured" });
@@ -89,6 +113,30 @@ function signalState(signal) {
     {},
     state(false, "", `bridge up, signal-cli ${signal.signalCli}`),
     signal.problem ? el("div", { class: "hint", text: signal.problem }) : null,
+  );
+}
+
+function whatsappState(whatsapp) {
+  if (!whatsapp?.configured) return el("span", { class: "muted", text: "not configured" });
+  if (!whatsapp.bridgeOk) return state(false, "", "bridge down");
+  const details = [
+    whatsapp.account ? `number ${whatsapp.account}` : "",
+    whatsapp.lastInbound ? `last message in ${new Date(whatsapp.lastInbound).toLocaleString()}` : "",
+  ].filter(Boolean);
+  return el(
+    "span",
+    { "data-whatsapp": whatsapp.whatsapp },
+    whatsapp.whatsapp === "open"
+      ? state(true, "open", "")
+      : state(false, "", `WhatsApp ${whatsapp.whatsapp}`),
+    details.length > 0 ? el("div", { class: "hint", text: details.join(", ") }) : null,
+    whatsapp.problem ? el("div", { class: "hint", text: whatsapp.problem }) : null,
+    whatsapp.lastError && whatsapp.whatsapp !== "open"
+      ? el("div", { class: "hint", text: `last error: ${whatsapp.lastError}` })
+      : null,
+    whatsapp.whatsapp === "open"
+      ? null
+      : el("div", {}, el("a", { href: "/settings/whatsapp", text: "Open the WhatsApp page" })),
   );
 }
 
@@ -163,10 +211,63 @@ mountChat({
   stop: byId("chat-stop"),
 });
 
+/** The calls the trust gate stopped, each with its approve-once and deny buttons. */
+async function refreshApprovals() {
+  let pending;
+  try {
+    ({ pending } = await api("/api/approvals"));
+    showError(byId("approvals-error"));
+  } catch (error) {
+    showError(byId("approvals-error"), error);
+    return;
+  }
+  byId("approvals-card").hidden = pending.length === 0 && byId("approvals-error").hidden;
+  fill(
+    byId("approvals"),
+    pending.map((approval) => {
+      const decide = (decision) => async (event) =>
+        busy(event.currentTarget, async () => {
+          try {
+            await api(`/api/approvals/${approval.id}`, { method: "POST", body: { decision } });
+          } catch (error) {
+            showError(byId("approvals-error"), error);
+          }
+          await refreshApprovals();
+        });
+      return el(
+        "li",
+        { "data-approval": String(approval.id) },
+        el(
+          "span",
+          {},
+          el("strong", { text: `Request ${approval.id}: ${approval.tool}` }),
+          el("div", { class: "hint", text: `after reading text from ${approval.askedBy}` }),
+          el("pre", { class: "args", text: JSON.stringify(approval.args, null, 2) }),
+        ),
+        el(
+          "span",
+          { class: "actions" },
+          el("button", {
+            type: "button",
+            class: "primary",
+            text: "Approve once",
+            on: { click: decide("approve") },
+          }),
+          el("button", { type: "button", class: "danger", text: "Deny", on: { click: decide("deny") } }),
+        ),
+      );
+    }),
+  );
+}
+
 void refreshChecks();
+void refreshApprovals();
 await refreshStatus();
 setInterval(() => {
-  if (document.visibilityState === "visible") void refreshStatus();
+  if (document.visibilityState === "visible") {
+    void refreshStatus();
+    void refreshApprovals();
+  }
 }, REFRESH_MS);
 setInterval(() => {
   if (document.visibilityState === "visible") void refreshChecks();

@@ -4,7 +4,7 @@ import { api, postJson } from "./lib/api.js";
 import { busy, el, fill } from "./lib/dom.js";
 import { renderPermissions, describePermissions } from "./plugin-permissions.js";
 import { renderConfig } from "./plugin-config.js";
-import { renderServer, renderTrust, trustBadges } from "./plugin-trust.js";
+import { renderConnect, renderServer, renderTrust, trustBadges } from "./plugin-trust.js";
 
 const pluginPath = (name) => `/api/settings/plugins/${encodeURIComponent(name)}`;
 
@@ -59,6 +59,7 @@ async function fillBody(body, plugin, context) {
       body,
       el("h3", { text: "Server" }),
       renderServer(detail.server ? detail : plugin),
+      renderConnect(detail.server ? detail : plugin, context),
       el("h3", { text: "Network" }),
       renderTrust(plugin, context),
       el("h3", { text: "Tools" }),

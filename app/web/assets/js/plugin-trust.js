@@ -38,6 +38,9 @@ export function trustBadges(plugin) {
           text: plugin.server.state,
         })
       : null,
+    plugin.server?.signIn === "needed"
+      ? el("span", { class: "badge bad", "data-sign-in": "needed", text: "needs sign-in" })
+      : null,
   ];
 }
 
@@ -53,6 +56,41 @@ export function renderServer(plugin) {
         (server.failures > 0 ? ` after ${server.failures} failure(s) in a row.` : "."),
     }),
     server.lastError ? el("pre", { class: "error", "data-last-error": "", text: server.lastError }) : null,
+  );
+}
+
+/**
+ * Connect, for a remote server that signs in with OAuth: the browser goes to the server's
+ * authorization page and comes back to the app, which completes the sign-in and returns here.
+ */
+export function renderConnect(plugin, { status, onChange }) {
+  const signIn = plugin.server?.signIn;
+  if (signIn === undefined) return null;
+  const button = el("button", {
+    type: "button",
+    "data-action": "connect",
+    text: signIn === "needed" ? "Connect" : "Sign in again",
+  });
+  button.addEventListener("click", () =>
+    busy(button, async () => {
+      status.textContent = "Opening the server's sign-in page…";
+      try {
+        const result = await postJson("/api/settings/plugins/mcp-connect", { name: plugin.name });
+        if (result.authorizationUrl) window.location.assign(result.authorizationUrl);
+        else await onChange(result.message);
+      } catch (error) {
+        status.textContent = error.message;
+      }
+    }),
+  );
+  return el(
+    "div",
+    { class: "actions", "data-connect": "" },
+    el("span", {
+      class: "hint",
+      text: signIn === "needed" ? "This server needs you to sign in." : "Signed in.",
+    }),
+    button,
   );
 }
 

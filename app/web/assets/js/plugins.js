@@ -89,4 +89,10 @@ byId("install-form").addEventListener("submit", async (event) => {
   }
 });
 
-await loadPlugins();
+// Back from an MCP server's sign-in (the app's OAuth callback sends the browser here): its card open.
+const signedIn = new URLSearchParams(window.location.search).get("signedIn");
+if (signedIn) {
+  openCards.set(signedIn, true);
+  history.replaceState(null, "", window.location.pathname);
+  await loadPlugins(signedIn, `Signed in to the MCP server "${signedIn}".`);
+} else await loadPlugins();

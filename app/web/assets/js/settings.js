@@ -201,4 +201,80 @@ async function showBackup() {
   }
 }
 
-await Promise.all([load(), showBackup()]);
+// Search by meaning: [embeddings] and [memory] autoRecall.
+function showEmbeddings(settings) {
+  byId("embeddings-on").checked = settings.configured;
+  byId("embeddings-base-url").value = settings.baseUrl;
+  byId("embeddings-model").value = settings.model;
+  byId("embeddings-key").value = "";
+  byId("embeddings-key-state").textContent = settings.apiKeySet
+    ? "A key is set; leave this empty to keep it."
+    : "No key set (local servers need none).";
+  byId("embeddings-dimensions").value = String(settings.dimensions);
+  byId("embeddings-recall").checked = settings.autoRecall;
+  byId("embeddings-fields").hidden = !settings.configured;
+}
+
+async function loadEmbeddings() {
+  try {
+    showEmbeddings(await api("/api/settings/embeddings"));
+  } catch (error) {
+    showError(byId("embeddings-error"), error);
+  }
+}
+
+async function saveEmbeddings(saveAnyway) {
+  const status = byId("embeddings-status");
+  status.textContent = byId("embeddings-on").checked ? "Asking the endpoint…" : "";
+  showError(byId("embeddings-error"));
+  byId("embeddings-save-anyway").hidden = true;
+  const dimensions = byId("embeddings-dimensions").value.trim();
+  const key = byId("embeddings-key").value;
+  const body = byId("embeddings-on").checked
+    ? {
+        baseUrl: byId("embeddings-base-url").value.trim(),
+        model: byId("embeddings-model").value.trim(),
+        dimensions: dimensions === "" ? "" : Number(dimensions),
+        autoRecall: byId("embeddings-recall").checked,
+        saveAnyway,
+        ...(key ? { apiKey: key } : {}),
+      }
+    : { off: true };
+  try {
+    const saved = await api("/api/settings/embeddings", { method: "PUT", body });
+    await loadEmbeddings();
+    status.textContent = saved.message;
+    byId("embeddings-restart").hidden = false;
+  } catch (error) {
+    status.textContent = "";
+    showError(byId("embeddings-error"), error);
+    byId("embeddings-save-anyway").hidden = error.body?.check === undefined;
+  }
+}
+
+byId("embeddings-on").addEventListener("change", () => {
+  byId("embeddings-fields").hidden = !byId("embeddings-on").checked;
+});
+byId("embeddings-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  void busy(byId("embeddings-save"), () => saveEmbeddings(false));
+});
+byId("embeddings-save-anyway").addEventListener("click", () => {
+  void busy(byId("embeddings-save-anyway"), () => saveEmbeddings(true));
+});
+byId("embeddings-restart").addEventListener("click", () => {
+  const status = byId("embeddings-status");
+  status.textContent = "Restarting the assistant…";
+  void busy(byId("embeddings-restart"), async () => {
+    try {
+      await restartAssistant();
+      status.textContent = "Restarted: the settings above are in use.";
+      byId("embeddings-restart").hidden = true;
+    } catch (error) {
+      status.textContent = "";
+      showError(byId("embeddings-error"), error);
+    }
+  });
+});
+
+await Promise.all([load(), showBackup(), loadEmbeddings()]);
