@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { DomainError, writeFileAtomic } from "@stavrobot/common";
 import type { Outbox } from "@stavrobot/common";
 import { FORMAT_LABELS } from "./formats/index.js";
-import type { Plugin } from "./plugins.js";
+import type { Plugin } from "./formats/format.js";
 
 interface Approval {
   /** The version these tools were approved for; a new version waits again. */

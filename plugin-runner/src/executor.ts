@@ -13,7 +13,7 @@ import {
 import type { Logger, LongLivedProcess, Mount, Owner, ProcessResult, Sandbox } from "@stavrobot/common";
 import type { ToolEnvConfig } from "./config.js";
 import type { RunOutcome } from "./chat-messages.js";
-import type { Plugin } from "./plugins.js";
+import type { Plugin } from "./formats/format.js";
 import type { Limits } from "./limits.js";
 import type { Isolation } from "./users.js";
 

@@ -4,7 +4,7 @@ import { DomainError, errorMessage, isInside } from "@stavrobot/common";
 import type { Formats } from "./formats/index.js";
 import { NO_FORMAT } from "./formats/index.js";
 import { gitClone } from "./git.js";
-import type { Plugin } from "./plugins.js";
+import type { Plugin } from "./formats/format.js";
 import { repositoryName } from "./sources.js";
 
 export interface Fetched {

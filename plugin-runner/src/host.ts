@@ -20,7 +20,7 @@ import { stavrobotFormat } from "./formats/stavrobot.js";
 import { cyclopOneFormat } from "./formats/cyclopone.js";
 import { workbenchFormat } from "./formats/workbench.js";
 import { WorkbenchHosts } from "./formats/workbench-hosts.js";
-import { mcpFormat } from "./formats/mcp.js";
+import { mcpDeclaredPlugins, mcpFormat } from "./formats/mcp.js";
 import { osaurusFormat } from "./formats/osaurus.js";
 import { OsaurusHosts } from "./formats/osaurus-hosts.js";
 import { parseMinisignKey } from "./osaurus/minisign.js";
@@ -198,7 +198,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     logger.child("plugins"),
     formats,
     options.cacheManifests ?? true,
-    mcp,
+    mcpDeclaredPlugins(mcp),
   );
   changed = (plugin) => plugins.invalidate(plugin);
   const gitEnv: Record<string, string> = {

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { DomainError, writeFileAtomic } from "@stavrobot/common";
-import type { Plugin } from "./plugins.js";
+import type { Plugin } from "./formats/format.js";
 
 /**
  * Which plugins' processes have network. A plugin has it when its format says so (Cyclop One:

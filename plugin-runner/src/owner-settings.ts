@@ -2,7 +2,8 @@ import { DomainError } from "@stavrobot/common";
 import type { ApprovalStore } from "./approvals.js";
 import type { Formats } from "./formats/index.js";
 import type { NetworkPolicy } from "./network.js";
-import type { Plugin, PluginStore } from "./plugins.js";
+import type { Plugin } from "./formats/format.js";
+import type { PluginStore } from "./plugins.js";
 
 /**
  * What only the owner decides about a plugin beyond its permissions (the app sends these only

@@ -7,7 +7,7 @@ import {
   unknownKeys,
   writeFileAtomic,
 } from "@stavrobot/common";
-import type { Plugin } from "./plugins.js";
+import type { Plugin } from "./formats/format.js";
 
 /**
  * `config.json` at a plugin's root: plain key → value JSON that tools read as `../config.json`,

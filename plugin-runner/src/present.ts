@@ -1,5 +1,5 @@
 import type { PluginDetail, Permissions } from "@stavrobot/common";
-import type { Plugin } from "./plugins.js";
+import type { Plugin } from "./formats/format.js";
 import type { ConfigValues } from "./plugin-config.js";
 import { configStatus } from "./plugin-config.js";
 

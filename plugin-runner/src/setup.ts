@@ -14,7 +14,8 @@ import {
   withDefaults,
   writeConfigValues,
 } from "./plugin-config.js";
-import { toolClashes, type Plugin } from "./plugins.js";
+import type { Plugin } from "./formats/format.js";
+import { toolClashes } from "./plugins.js";
 import { truncateInstructions } from "./present.js";
 
 /** Gives a freshly placed or updated plugin to its user, applies defaults and runs its init. */

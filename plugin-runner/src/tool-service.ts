@@ -1,9 +1,8 @@
 import { DomainError, errorMessage, isToolPermitted } from "@stavrobot/common";
 import type { Logger, ServiceClient } from "@stavrobot/common";
-import type { RunProgress } from "./formats/format.js";
+import type { RunProgress, ToolDef } from "./formats/format.js";
 import type { BackgroundTasks } from "./background.js";
 import type { PluginStore } from "./plugins.js";
-import { describeTools } from "./plugins.js";
 import type { Executor } from "./executor.js";
 import type { Formats } from "./formats/index.js";
 import type { ApprovalStore } from "./approvals.js";
@@ -138,4 +137,15 @@ export class ToolService {
       })
       .catch((error: unknown) => logger.debug("progress not passed on", { error: errorMessage(error) }));
   }
+}
+
+/** `a (x: string, y: file), b` for "Tool not found" messages (at most 20 tools named). */
+export function describeTools(tools: readonly ToolDef[]): string {
+  if (tools.length === 0) return "(none)";
+  const shown = tools.slice(0, 20).map((tool) => {
+    const params = Object.entries(tool.parameters).map(([key, spec]) => `${key}: ${spec.type}`);
+    return params.length > 0 ? `${tool.name} (${params.join(", ")})` : tool.name;
+  });
+  if (tools.length > 20) shown.push(`and ${tools.length - 20} more`);
+  return shown.join(", ");
 }

@@ -1,7 +1,6 @@
 import { DomainError, decodeBase64, safeFilename, unknownKeys } from "@stavrobot/common";
 import type { ToolParameter } from "@stavrobot/common";
 import { PLUGIN_FILES_LIMIT_BYTES } from "@stavrobot/common";
-import { describeParameters } from "./plugins.js";
 
 export interface InputFile {
   param: string;
@@ -97,4 +96,13 @@ function asTransportedFile(value: unknown): { filename: string; data: string } |
     return undefined;
   }
   return { filename: record.filename, data: record.data };
+}
+
+/** `x (string), y (file)` — a tool's parameters for error messages, capped at ten. */
+export function describeParameters(parameters: Record<string, ToolParameter>): string {
+  const entries = Object.entries(parameters);
+  if (entries.length === 0) return "(none)";
+  const shown = entries.slice(0, 10).map(([key, spec]) => `${key} (${spec.type})`);
+  if (entries.length > 10) shown.push(`and ${entries.length - 10} more`);
+  return shown.join(", ");
 }

@@ -2,7 +2,7 @@ import { sanitizeText } from "@stavrobot/common";
 import type { ProcessResult } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import type { RunOutcome } from "../chat-messages.js";
-import type { Plugin, ToolDef } from "../plugins.js";
+import type { Plugin, ToolDef } from "./format.js";
 import type { ValidatedParams } from "../validate.js";
 
 /** The start of stderr a failed run's error carries (as Cyclop One's host does). */

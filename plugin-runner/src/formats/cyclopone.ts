@@ -3,11 +3,9 @@ import { join } from "node:path";
 import { z } from "zod";
 import { PLUGIN_NAME_PATTERN, formatZodError, readFileNoFollow, resolveInside } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
-import type { Plugin, ToolDef } from "../plugins.js";
-import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
+import type { JsonSchema, Loaded, LoadRequest, Plugin, PluginFormat, ToolDef } from "./format.js";
+import { derivePluginName, flatParameters, FORMAT_TOOL_NAME, MAX_TOOLS_PER_PLUGIN } from "./format.js";
 import { runCyclopOneTool } from "./cyclopone-run.js";
-import type { JsonSchema, LoadRequest, Loaded, PluginFormat } from "./format.js";
-import { FORMAT_TOOL_NAME, derivePluginName, flatParameters } from "./format.js";
 
 const MANIFEST_MAX_BYTES = 256 * 1024;
 

@@ -1,7 +1,15 @@
-import type { ToolParameter } from "@stavrobot/common";
+import type { McpServerStatus, ToolParameter } from "@stavrobot/common";
 import type { RunOutcome } from "../chat-messages.js";
-import type { Plugin, ToolDef } from "../plugins.js";
+import type { ConfigEntry } from "../manifest.js";
 import type { ValidatedParams } from "../validate.js";
+
+// The seam between the runner and its plugin formats. This module holds what both sides share: the
+// one plugin model every format reads its plugins into, the interface a format implements, and the
+// interface through which plugins declared elsewhere (MCP servers) reach the registry. Formats
+// (formats/<format>*.ts, mcp/, osaurus/) import this module and the sandbox (executor.ts); the
+// registry, the executor, the lifecycle and the routes import this module and never a format. The
+// formats are made and handed in by the composition root, host.ts. The import test
+// (imports.test.ts) keeps it so.
 
 /**
  * One plugin format: how a plugin of that kind is recognised on disk, read into the one plugin
@@ -29,6 +37,69 @@ export const FORMAT_LABELS: Readonly<Record<FormatId, string>> = {
 
 /** A JSON Schema object as a plugin declared it (kept as given, checked with a validator). */
 export type JsonSchema = Record<string, unknown>;
+
+/** More tools than this in one plugin are left out (with a warning): no assistant needs them. */
+export const MAX_TOOLS_PER_PLUGIN = 256;
+
+export interface ToolDef {
+  name: string;
+  description: string;
+  async: boolean;
+  /** Stavrobot's flat parameters as declared; for JSON Schema formats, a flat view of `schema`. */
+  parameters: Record<string, ToolParameter>;
+  /** The JSON Schema the plugin declared (formats that have one); parameters are checked against it. */
+  schema?: JsonSchema;
+  /** The tool's directory (its working directory). */
+  dir: string;
+  /** Real path of the entrypoint, checked to lie inside the plugin. */
+  entrypoint: string;
+  /** Osaurus's `permission_policy`: `ask` waits for the owner's approval, `deny` never runs. */
+  policy?: "auto" | "ask" | "deny";
+  /** Why the tool cannot run on this machine (an Osaurus tool that needs a macOS permission). */
+  unavailable?: string;
+  /** An MCP server's `readOnlyHint` for the tool (the app believes it only where the owner says). */
+  readOnlyHint?: boolean;
+}
+
+/** A skill (Agent Skills' SKILL.md) a plugin ships, offered to the model. */
+export interface PluginSkill {
+  name: string;
+  description: string;
+  /** The SKILL.md, relative to the plugin's directory. */
+  file: string;
+}
+
+/** A plugin as read from its directory, whatever its format: its manifest, its tools and what was left out. */
+export interface Plugin {
+  name: string;
+  format: FormatId;
+  description: string;
+  /** The version the plugin declares, when its format has one (approvals are per version). */
+  version?: string;
+  instructions?: string;
+  config?: Record<string, ConfigEntry>;
+  init?: { entrypoint: string; async: boolean };
+  dir: string;
+  /** Locally created (no `.git`), so the coder may edit it. */
+  editable: boolean;
+  tools: ToolDef[];
+  /** Tools that were left out, with the reason. */
+  skipped: string[];
+  /** The permissions the plugin asked for, in its format's words (shown to the owner). */
+  declared: string[];
+  /** Whether the plugin may have network by its own declaration (formats without one: true). */
+  network: boolean;
+  /** Whether its tools wait for the owner's approval (per version) before they run. */
+  needsApproval: boolean;
+  /** An MCP server's transport and state when it was read. */
+  server?: McpServerStatus;
+  /** The longest a sync run may take, when longer than other formats' (an MCP server's questions). */
+  runSeconds?: number;
+  /** The skills it ships (Osaurus). */
+  skills?: PluginSkill[];
+  /** Whether its package's signature was checked against a trusted key at install (Osaurus). */
+  verified?: boolean;
+}
 
 export interface LoadRequest {
   /** The plugin's directory. */
@@ -74,6 +145,22 @@ export interface PluginFormat {
   stop(plugin: string): Promise<void>;
   /** Ends everything (the service stops). */
   stopAll(): Promise<void>;
+}
+
+/**
+ * Plugins the owner declares in config.toml rather than installs (MCP servers): the registry lists
+ * them beside the plugins directory's, and a directory of the same name is hidden by one. Handed to
+ * the registry by the composition root, so the registry never knows what declares them.
+ */
+export interface DeclaredPlugins {
+  /** Every declared plugin as it is now (a listing waits for none to finish starting). */
+  list(): Promise<Plugin[]>;
+  /** Whether `name` is declared, as last read (without reading the declarations again). */
+  has(name: string): boolean;
+  /** Whether `name` is declared (after reading the declarations again if they changed). */
+  declares(name: string): Promise<boolean>;
+  /** The declared plugin, once it finished starting (or gave up); undefined when not declared. */
+  get(name: string): Promise<Plugin | undefined>;
 }
 
 /**

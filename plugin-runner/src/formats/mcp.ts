@@ -1,5 +1,5 @@
 import type { McpServers } from "../mcp/servers.js";
-import type { PluginFormat } from "./format.js";
+import type { DeclaredPlugins, Plugin, PluginFormat } from "./format.js";
 
 /**
  * MCP servers as a plugin format. They are not directories: the owner declares them in
@@ -21,5 +21,25 @@ export function mcpFormat(servers: McpServers): PluginFormat {
     // The owner switched its network: it starts again with the new setting.
     stop: (plugin) => servers.restart(plugin),
     stopAll: () => servers.stopAll(),
+  };
+}
+
+/**
+ * The owner's MCP servers as the registry's declared plugins: listed as they are now, and a server
+ * asked for by name is given the time to finish starting, so its tools are known.
+ */
+export function mcpDeclaredPlugins(servers: McpServers): DeclaredPlugins {
+  return {
+    list: async () => {
+      const plugins: Plugin[] = [];
+      for (const server of await servers.all()) plugins.push(await servers.plugin(server, false));
+      return plugins;
+    },
+    has: (name) => servers.has(name),
+    declares: async (name) => (await servers.get(name)) !== undefined,
+    get: async (name) => {
+      const server = await servers.get(name);
+      return server ? servers.plugin(server, true) : undefined;
+    },
   };
 }

@@ -6,7 +6,7 @@ import { JsonLines, KeptProcess } from "@stavrobot/common";
 import type { Logger, Mount } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import type { RunOutcome } from "../chat-messages.js";
-import type { Plugin } from "../plugins.js";
+import type { Plugin } from "./format.js";
 import { KeptHosts, loadInHost, placeHostScript, requestHost, type KeptHost } from "./kept-hosts.js";
 
 interface Host extends KeptHost {

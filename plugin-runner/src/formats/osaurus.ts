@@ -2,11 +2,9 @@ import { lstat } from "node:fs/promises";
 import { join } from "node:path";
 import { readFileNoFollow } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
-import type { Plugin, PluginSkill, ToolDef } from "../plugins.js";
-import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
+import type { Loaded, LoadRequest, Plugin, PluginFormat, PluginSkill, ToolDef } from "./format.js";
+import { flatParameters, FORMAT_TOOL_NAME, MAX_TOOLS_PER_PLUGIN } from "./format.js";
 import { readConfigValues } from "../plugin-config.js";
-import type { LoadRequest, Loaded, PluginFormat } from "./format.js";
-import { FORMAT_TOOL_NAME, flatParameters } from "./format.js";
 import type { OsaurusHosts, OsaurusTarget } from "./osaurus-hosts.js";
 import { parseOsaurusManifest, unmetRequirements } from "./osaurus-manifest.js";
 

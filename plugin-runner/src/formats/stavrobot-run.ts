@@ -5,7 +5,7 @@ import type { ProcessResult, TransportedFile } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import type { Limits } from "../limits.js";
 import type { RunOutcome } from "../chat-messages.js";
-import type { Plugin, ToolDef } from "../plugins.js";
+import type { Plugin, ToolDef } from "./format.js";
 import type { ValidatedParams } from "../validate.js";
 
 const MAX_OUTPUT_FILES = 100;

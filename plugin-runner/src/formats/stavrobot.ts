@@ -3,9 +3,8 @@ import { join } from "node:path";
 import { pathExists, readFileNoFollow, resolveInside } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import { parseManifest, pluginManifestSchema, toolManifestSchema } from "../manifest.js";
-import type { Plugin, ToolDef } from "../plugins.js";
-import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
-import type { LoadRequest, Loaded, PluginFormat } from "./format.js";
+import type { Loaded, LoadRequest, Plugin, PluginFormat, ToolDef } from "./format.js";
+import { MAX_TOOLS_PER_PLUGIN } from "./format.js";
 import { runStavrobotTool } from "./stavrobot-run.js";
 
 const MANIFEST_MAX_BYTES = 256 * 1024;

@@ -4,7 +4,7 @@ import { JsonLines, KeptProcess } from "@stavrobot/common";
 import type { Logger } from "@stavrobot/common";
 import type { Executor } from "../executor.js";
 import type { RunOutcome } from "../chat-messages.js";
-import type { Plugin } from "../plugins.js";
+import type { Plugin } from "./format.js";
 import { normaliseToolResponse, responseOutcome, thrownResponse } from "./workbench-result.js";
 import { KeptHosts, loadInHost, placeHostScript, requestHost, type KeptHost } from "./kept-hosts.js";
 

@@ -1,10 +1,8 @@
 import { lstat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { PLUGIN_NAME_PATTERN, readFileNoFollow } from "@stavrobot/common";
-import type { Plugin, ToolDef } from "../plugins.js";
-import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
-import type { JsonSchema, LoadRequest, Loaded, PluginFormat } from "./format.js";
-import { FORMAT_TOOL_NAME, derivePluginName, flatParameters } from "./format.js";
+import type { JsonSchema, Loaded, LoadRequest, Plugin, PluginFormat, ToolDef } from "./format.js";
+import { derivePluginName, flatParameters, FORMAT_TOOL_NAME, MAX_TOOLS_PER_PLUGIN } from "./format.js";
 import type { WorkbenchHosts } from "./workbench-hosts.js";
 
 const PACKAGE_MAX_BYTES = 256 * 1024;

@@ -1,11 +1,9 @@
 import { lstat, mkdir, readFile } from "node:fs/promises";
 import { DomainError, formatZodError, mcpServersSchema } from "@stavrobot/common";
 import type { McpServerDeclarations } from "@stavrobot/common";
-import type { Plugin, ToolDef } from "../plugins.js";
+import type { JsonSchema, Plugin, ToolDef } from "../formats/format.js";
+import { flatParameters, FORMAT_TOOL_NAME, MAX_TOOLS_PER_PLUGIN } from "../formats/format.js";
 import type { Isolation } from "../users.js";
-import { MAX_TOOLS_PER_PLUGIN } from "../plugins.js";
-import type { JsonSchema } from "../formats/format.js";
-import { FORMAT_TOOL_NAME, flatParameters } from "../formats/format.js";
 import { clientTools } from "./features.js";
 import { McpGrants } from "./grants.js";
 import { OAuthStore } from "./oauth-store.js";

@@ -3,7 +3,7 @@ import { dirname, join, posix } from "node:path";
 import { DomainError, errorMessage } from "@stavrobot/common";
 import { OSAURUS_MARKER } from "../formats/osaurus.js";
 import type { OsaurusPackage } from "../formats/osaurus.js";
-import type { PluginSkill } from "../plugins.js";
+import type { PluginSkill } from "../formats/format.js";
 import { readSkill } from "./skills.js";
 
 /** Larger packages are refused: no plugin needs more. */

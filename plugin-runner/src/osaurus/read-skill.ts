@@ -1,5 +1,5 @@
 import { DomainError, readFileNoFollow, resolveInside } from "@stavrobot/common";
-import type { Plugin } from "../plugins.js";
+import type { Plugin } from "../formats/format.js";
 import { SKILL_MAX_BYTES, readSkill } from "./skills.js";
 
 /** One of a plugin's skills, its SKILL.md read afresh (and checked again) for the model. */
