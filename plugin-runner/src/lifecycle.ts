@@ -11,20 +11,15 @@ import {
   removeTree,
   writeFileAtomic,
 } from "@stavrobot/common";
-import type { InstallResponse, Logger, Permissions } from "@stavrobot/common";
-import type { BackgroundTasks } from "./background.js";
-import type { Executor } from "./executor.js";
+import type { InstallResponse, Permissions } from "@stavrobot/common";
 import type { GitRun } from "./git.js";
 import type { InstallProgress } from "./install-jobs.js";
 import { GIT_ENV, gitFetch, gitHead, gitResetTo, gitResetToFetched, gitShowFetched } from "./git.js";
 import { fetchPlugin } from "./fetch-plugin.js";
 import type { Source, SourceStore } from "./sources.js";
-import type { ApprovalStore } from "./approvals.js";
 import type { NetworkPolicy } from "./network.js";
 import { parseInstallUrl } from "./sources.js";
 import { parseManifest, pluginManifestSchema } from "./manifest.js";
-import type { Outbox } from "@stavrobot/common";
-import type { PermissionStore } from "./permissions.js";
 import {
   mergeConfig,
   missingRequired,
@@ -32,32 +27,18 @@ import {
   readPermissionsCopy,
   writeConfigValues,
 } from "./plugin-config.js";
-import type { PluginStore } from "./plugins.js";
-import type { Formats } from "./formats/index.js";
 import { setUpPlugin } from "./setup.js";
+import type { SetupDeps } from "./setup.js";
 import { mcpServerRefusal } from "./mcp/servers.js";
-import type { RunningRecords } from "./running.js";
-import type { Isolation } from "./users.js";
 import type { MinisignKey } from "./osaurus/minisign.js";
 import type { PackageSource } from "./osaurus/install.js";
 import { downloadPackage, installOsaurusPackage, isPackageUrl } from "./osaurus/install.js";
 
-export interface LifecycleDeps {
-  pluginsDir: string;
+export interface LifecycleDeps extends SetupDeps {
   cacheDir: string;
   dataDir: string;
-  plugins: PluginStore;
-  formats: Formats;
-  executor: Executor;
-  isolation: Isolation;
-  outbox: Outbox;
-  running: RunningRecords;
-  permissions: PermissionStore;
-  background: BackgroundTasks;
-  logger: Logger;
   /** Folder installs (`#path=`), which update by cloning again. */
   sources: SourceStore;
-  approvals: ApprovalStore;
   network: NetworkPolicy;
   /** For `git clone` (as the service itself): PATH, HOME and certificate variables. */
   gitEnv: Record<string, string>;

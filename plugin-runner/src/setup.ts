@@ -1,12 +1,15 @@
 import { chmod } from "node:fs/promises";
 import { join } from "node:path";
 import { DomainError, chownTree, errorMessage } from "@stavrobot/common";
-import type { InstallResponse } from "@stavrobot/common";
+import type { InstallResponse, Logger, Outbox } from "@stavrobot/common";
+import type { ApprovalStore } from "./approvals.js";
+import type { BackgroundTasks } from "./background.js";
+import type { RunOutcome } from "./chat-messages.js";
 import { initResultMessage } from "./chat-messages.js";
+import type { Executor } from "./executor.js";
+import type { Formats } from "./formats/index.js";
 import { describeInstall } from "./install-summary.js";
-import { runStavrobotInit } from "./formats/stavrobot-run.js";
 import type { InstallProgress } from "./install-jobs.js";
-import type { LifecycleDeps } from "./lifecycle.js";
 import {
   configStatus,
   missingRequired,
@@ -15,12 +18,31 @@ import {
   writeConfigValues,
 } from "./plugin-config.js";
 import type { Plugin } from "./formats/format.js";
+import type { PermissionStore } from "./permissions.js";
+import type { PluginStore } from "./plugins.js";
 import { toolClashes } from "./plugins.js";
 import { truncateInstructions } from "./present.js";
+import type { RunningRecords } from "./running.js";
+import type { Isolation } from "./users.js";
+
+/** What setting a plugin up needs (the lifecycle's dependencies include these). */
+export interface SetupDeps {
+  pluginsDir: string;
+  plugins: PluginStore;
+  formats: Formats;
+  executor: Executor;
+  isolation: Isolation;
+  outbox: Outbox;
+  running: RunningRecords;
+  permissions: PermissionStore;
+  background: BackgroundTasks;
+  approvals: ApprovalStore;
+  logger: Logger;
+}
 
 /** Gives a freshly placed or updated plugin to its user, applies defaults and runs its init. */
 export async function setUpPlugin(
-  deps: LifecycleDeps,
+  deps: SetupDeps,
   name: string,
   verb: "installed" | "updated",
   progress?: InstallProgress,
@@ -45,7 +67,7 @@ export async function setUpPlugin(
   let initOutput: string | undefined;
   if (plugin.init && !plugin.init.async) {
     progress?.("init");
-    const outcome = await runStavrobotInit(executor, plugin, executor.limits.syncTimeoutMs);
+    const outcome = await runInit(deps.formats, plugin, executor.limits.syncTimeoutMs);
     // The plugin's own failure, not the runner's: the caller is told what its script said.
     if (!outcome.success) throw new DomainError("failed", `Init script failed: ${outcome.error}`);
     initOutput = typeof outcome.output === "string" ? outcome.output : JSON.stringify(outcome.output);
@@ -53,7 +75,7 @@ export async function setUpPlugin(
   if (plugin.init?.async) {
     const id = await deps.running.begin({ plugin: name });
     deps.background.run(`init ${name}`, async () => {
-      const outcome = await runStavrobotInit(executor, plugin, executor.limits.asyncTimeoutMs);
+      const outcome = await runInit(deps.formats, plugin, executor.limits.asyncTimeoutMs);
       await deps.outbox.enqueue(initResultMessage(name, outcome), { id });
       await deps.running.end(id);
     });
@@ -91,4 +113,10 @@ export async function setUpPlugin(
     message,
     summary,
   };
+}
+
+/** Runs the plugin's init script through its format (only formats with init scripts declare one). */
+function runInit(formats: Formats, plugin: Plugin, timeoutMs: number): Promise<RunOutcome> {
+  const init = formats.get(plugin.format).init;
+  return init ? init(plugin, timeoutMs) : Promise.resolve({ success: true, output: "" });
 }

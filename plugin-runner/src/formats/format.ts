@@ -141,6 +141,11 @@ export interface PluginFormat {
     timeoutMs: number,
     onProgress?: (progress: RunProgress) => void,
   ): Promise<RunOutcome>;
+  /**
+   * Runs the plugin's init script after an install or update, for formats whose plugins declare
+   * one (Stavrobot's `init`); its output is the init output the owner is shown.
+   */
+  init?(plugin: Plugin, timeoutMs: number): Promise<RunOutcome>;
   /** Ends whatever the format keeps running for a plugin (before it is updated or removed). */
   stop(plugin: string): Promise<void>;
   /** Ends everything (the service stops). */

@@ -5,7 +5,7 @@ import type { Executor } from "../executor.js";
 import { parseManifest, pluginManifestSchema, toolManifestSchema } from "../manifest.js";
 import type { Loaded, LoadRequest, Plugin, PluginFormat, ToolDef } from "./format.js";
 import { MAX_TOOLS_PER_PLUGIN } from "./format.js";
-import { runStavrobotTool } from "./stavrobot-run.js";
+import { runStavrobotInit, runStavrobotTool } from "./stavrobot-run.js";
 
 const MANIFEST_MAX_BYTES = 256 * 1024;
 
@@ -21,6 +21,7 @@ export function stavrobotFormat(executor: Executor): PluginFormat {
     recognise: (dir) => pathExists(join(dir, "manifest.json")),
     load: loadStavrobot,
     run: (plugin, tool, params, timeoutMs) => runStavrobotTool(executor, plugin, tool, params, timeoutMs),
+    init: (plugin, timeoutMs) => runStavrobotInit(executor, plugin, timeoutMs),
     stop: async () => {},
     stopAll: async () => {},
   };
