@@ -23,6 +23,7 @@ import { WorkbenchHosts } from "./formats/workbench-hosts.js";
 import { mcpDeclaredPlugins, mcpFormat } from "./formats/mcp.js";
 import { osaurusFormat } from "./formats/osaurus.js";
 import { OsaurusHosts } from "./formats/osaurus-hosts.js";
+import { osaurusPackages } from "./osaurus/install.js";
 import { parseMinisignKey } from "./osaurus/minisign.js";
 import { McpServers } from "./mcp/servers.js";
 import { OwnerQuestions } from "./mcp/elicitation.js";
@@ -225,7 +226,7 @@ export function createPluginHost(options: PluginHostOptions): PluginHost {
     logger: logger.child("lifecycle"),
     gitEnv,
     gitTimeoutMs: options.gitTimeoutMs ?? 120_000,
-    osaurusKeys,
+    packages: osaurusPackages({ pluginsDir: options.pluginsDir, formats, trustedKeys: osaurusKeys }),
   });
   const tools = new ToolService({
     plugins,

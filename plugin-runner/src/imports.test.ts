@@ -13,6 +13,15 @@ const SRC = dirname(fileURLToPath(import.meta.url));
 /** The one module that makes the formats and hands them to the registry, the executor and the routes. */
 const COMPOSITION_ROOT = "host.ts";
 
+/** The seam and what every format shares: in formats/, but not a format. */
+const SEAM = new Set(["formats/format.ts", "formats/index.ts", "formats/json-schema.ts"]);
+
+/** A format's own module: formats/ beyond the seam, the MCP client (mcp/) and Osaurus packages (osaurus/). */
+function isFormatModule(module: string): boolean {
+  if (module.startsWith("mcp/") || module.startsWith("osaurus/")) return true;
+  return module.startsWith("formats/") && !SEAM.has(module);
+}
+
 /** Every non-test module under src/, as a path relative to it with `/` separators. */
 function modules(dir = SRC): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -108,5 +117,24 @@ describe("the plugin-runner's imports", () => {
 
   it("form no circle", () => {
     expect(findCycle(graph)).toBeUndefined();
+  });
+
+  it("name a format only inside the formats and in the composition root", () => {
+    const crossings = [...graph].flatMap(([module, targets]) =>
+      module === COMPOSITION_ROOT || isFormatModule(module)
+        ? []
+        : targets.filter(isFormatModule).map((target) => `${module} -> ${target}`),
+    );
+    expect(crossings).toEqual([]);
+  });
+
+  it("tell a format's module from the seam", () => {
+    expect(isFormatModule("formats/mcp.ts")).toBe(true);
+    expect(isFormatModule("formats/stavrobot-run.ts")).toBe(true);
+    expect(isFormatModule("mcp/server.ts")).toBe(true);
+    expect(isFormatModule("osaurus/install.ts")).toBe(true);
+    expect(isFormatModule("formats/format.ts")).toBe(false);
+    expect(isFormatModule("formats/index.ts")).toBe(false);
+    expect(isFormatModule("plugins.ts")).toBe(false);
   });
 });

@@ -29,10 +29,7 @@ import {
 } from "./plugin-config.js";
 import { setUpPlugin } from "./setup.js";
 import type { SetupDeps } from "./setup.js";
-import { mcpServerRefusal } from "./mcp/servers.js";
-import type { MinisignKey } from "./osaurus/minisign.js";
-import type { PackageSource } from "./osaurus/install.js";
-import { downloadPackage, installOsaurusPackage, isPackageUrl } from "./osaurus/install.js";
+import type { PackageInstaller, PackageSource } from "./formats/format.js";
 
 export interface LifecycleDeps extends SetupDeps {
   cacheDir: string;
@@ -43,8 +40,8 @@ export interface LifecycleDeps extends SetupDeps {
   /** For `git clone` (as the service itself): PATH, HOME and certificate variables. */
   gitEnv: Record<string, string>;
   gitTimeoutMs: number;
-  /** The owner's trusted minisign keys: Osaurus packages signed with one are verified. */
-  osaurusKeys?: readonly MinisignKey[];
+  /** Plugins that come as package files (Osaurus's), installed from an upload or a `.zip` URL. */
+  packages: PackageInstaller;
 }
 
 /** Install, update, remove, create and configure plugins; one operation at a time. */
@@ -58,11 +55,9 @@ export class Lifecycle {
    * `progress` hears each step as it starts (the install jobs report it to the owner).
    */
   async install(url: string, progress?: InstallProgress): Promise<InstallResponse> {
-    if (isPackageUrl(url)) {
+    if (this.deps.packages.isPackageUrl(url)) {
       progress?.("cloning");
-      const keys = this.deps.osaurusKeys ?? [];
-      const timeoutMs = this.deps.gitTimeoutMs;
-      return this.installPackage(await downloadPackage(url, { timeoutMs, wantSignature: keys.length > 0 }));
+      return this.installPackage(await this.deps.packages.download(url, this.deps.gitTimeoutMs));
     }
     const source = parseInstallUrl(url);
     return this.lock.run(async () => {
@@ -91,10 +86,7 @@ export class Lifecycle {
   /** Installs an Osaurus package (`<plugin_id>-<version>.zip`), downloaded or uploaded by the owner. */
   installPackage(source: PackageSource): Promise<InstallResponse> {
     return this.lock.run(() =>
-      installOsaurusPackage(source, {
-        pluginsDir: this.deps.pluginsDir,
-        formats: this.deps.formats,
-        trustedKeys: this.deps.osaurusKeys ?? [],
+      this.deps.packages.install(source, {
         refuseMcpServer: (name) => this.refuseMcpServer(name),
         setUp: (name) => this.setUp(name, "installed"),
         purge: (name) => this.purge(name),
@@ -326,4 +318,12 @@ export class Lifecycle {
     await this.deps.network.remove(name);
     await isolation.removeUser(name);
   }
+}
+
+/** What the model (or anyone but the owner's config.toml) is told when it tries to change an MCP server. */
+function mcpServerRefusal(name: string): DomainError {
+  return new DomainError(
+    "conflict",
+    `"${name}" is an MCP server the owner declared in config.toml: only the owner can change or remove it, there.`,
+  );
 }

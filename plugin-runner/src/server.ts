@@ -24,7 +24,7 @@ import {
   runToolRequestSchema,
 } from "@stavrobot/common";
 import { DomainError } from "@stavrobot/common";
-import type { Logger, SandboxStatus, StatePart } from "@stavrobot/common";
+import type { Logger, QuestionAnswer, SandboxStatus, StatePart } from "@stavrobot/common";
 import type { InstallJobs } from "./install-jobs.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { PermissionStore } from "./permissions.js";
@@ -34,11 +34,9 @@ import type { SourceStore } from "./sources.js";
 import type { ApprovalStore } from "./approvals.js";
 import type { Formats } from "./formats/index.js";
 import type { NetworkPolicy } from "./network.js";
-import type { McpServers } from "./mcp/servers.js";
-import type { OwnerQuestions } from "./mcp/elicitation.js";
 import { OwnerSettings, pluginFacts } from "./owner-settings.js";
 import { pluginDetail } from "./present.js";
-import { readPluginSkill } from "./osaurus/read-skill.js";
+import { readPluginSkill } from "./skills.js";
 import type { ToolService } from "./tool-service.js";
 
 export const BODY_LIMIT_BYTES = 50 * 1024 * 1024;
@@ -61,14 +59,41 @@ export interface ServerDeps {
   approvals: ApprovalStore;
   network: NetworkPolicy;
   /** The owner's MCP servers (GET /health names those that keep failing). */
-  mcp?: McpServers;
+  mcp?: McpServerControl;
   /** MCP servers' questions waiting for the owner (`POST /questions/:id` answers one). */
-  questions?: OwnerQuestions;
+  questions?: OwnerAnswers;
   /** How tool processes are isolated here (reported by `GET /health`). */
   sandbox: SandboxStatus;
   /** The plugins, their data and this service's state, for the app's full backup (`GET /state-archive`). */
   state?: StatePart[];
   bodyLimitBytes?: number;
+}
+
+/**
+ * What the routes ask of the owner's MCP servers (mcp/servers.ts's McpServers, handed in by
+ * host.ts): the routes never import a format.
+ */
+export interface McpServerControl {
+  /** Servers that keep failing, with their last error (secrets removed). */
+  failing(): { name: string; state: string; failures: number; lastError?: string; signIn?: "needed" }[];
+  /** A Connect from the owner's card: the authorization page to open, or signed in at once. */
+  signInStart(
+    name: string,
+    redirectUrl: string,
+  ): Promise<{ authorizationUrl: string } | { connected: true; message: string }>;
+  /** The authorization server sent the owner back: the code is exchanged and the server connected. */
+  signInFinish(query: {
+    state?: string;
+    code?: string;
+    error?: string;
+    error_description?: string;
+  }): Promise<{ name: string; message: string }>;
+}
+
+/** Where the owner's answers to MCP servers' questions go (mcp/elicitation.ts's OwnerQuestions). */
+export interface OwnerAnswers {
+  /** Answers a waiting question; returns what to tell the owner. */
+  answer(id: string, action: QuestionAnswer["action"], values?: Record<string, string>): string;
 }
 
 /** The service's listener: its routes behind the internal secret, and `GET /health` with the sandbox. */

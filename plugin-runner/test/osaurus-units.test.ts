@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { zipSync } from "fflate";
 import { parseZipName, unpackZip } from "../src/osaurus/package.js";
-import { readSkill } from "../src/osaurus/skills.js";
+import { readSkill } from "../src/skills.js";
 import { osaurusName, parseOsaurusManifest, policyOf } from "../src/formats/osaurus-manifest.js";
 
 describe("Osaurus package names", () => {

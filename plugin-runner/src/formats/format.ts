@@ -1,4 +1,4 @@
-import type { McpServerStatus, ToolParameter } from "@stavrobot/common";
+import type { InstallResponse, McpServerStatus, ToolParameter } from "@stavrobot/common";
 import type { RunOutcome } from "../chat-messages.js";
 import type { ConfigEntry } from "../manifest.js";
 import type { ValidatedParams } from "../validate.js";
@@ -207,4 +207,32 @@ export function derivePluginName(text: string): string | undefined {
     .slice(0, 64)
     .replace(/-$/, "");
   return name.length > 0 ? name : undefined;
+}
+
+/** A plugin package file to install (Osaurus's `<plugin_id>-<version>.zip`): its name, bytes and signature. */
+export interface PackageSource {
+  fileName: string;
+  bytes: Buffer;
+  /** The `.minisig` text, when one was found. */
+  signature?: string;
+}
+
+/** The lifecycle's steps a package install calls (under the lifecycle's lock). */
+export interface PackageInstallSteps {
+  refuseMcpServer(name: string): Promise<void>;
+  setUp(name: string): Promise<InstallResponse>;
+  purge(name: string): Promise<void>;
+}
+
+/**
+ * Installs plugins that come as package files rather than git repositories (Osaurus packages),
+ * handed to the lifecycle by the composition root.
+ */
+export interface PackageInstaller {
+  /** Whether an install URL names such a package (rather than a git repository). */
+  isPackageUrl(url: string): boolean;
+  /** Downloads the package, with its signature where one is wanted. */
+  download(url: string, timeoutMs: number): Promise<PackageSource>;
+  /** Checks, unpacks and places the package, then sets the plugin up through the lifecycle's steps. */
+  install(source: PackageSource, steps: PackageInstallSteps): Promise<InstallResponse>;
 }

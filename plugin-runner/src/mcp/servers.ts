@@ -327,11 +327,3 @@ function pluginOf(server: McpServer): Plugin {
 function cap(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
-
-/** What the model (or anyone but the owner's config.toml) is told when it tries to change a server. */
-export function mcpServerRefusal(name: string): DomainError {
-  return new DomainError(
-    "conflict",
-    `"${name}" is an MCP server the owner declared in config.toml: only the owner can change or remove it, there.`,
-  );
-}

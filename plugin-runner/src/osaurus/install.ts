@@ -2,6 +2,7 @@ import { mkdtemp, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { DomainError, PLUGIN_NAME_PATTERN, errorMessage, pathExists } from "@stavrobot/common";
 import type { InstallResponse } from "@stavrobot/common";
+import type { PackageInstaller, PackageInstallSteps, PackageSource } from "../formats/format.js";
 import type { Formats } from "../formats/index.js";
 import { OsaurusNameError } from "../formats/osaurus.js";
 import { osaurusName } from "../formats/osaurus-manifest.js";
@@ -9,14 +10,6 @@ import type { MinisignKey } from "./minisign.js";
 import { verifyMinisign } from "./minisign.js";
 import { ZIP_MAX_BYTES, parseZipName, unpackZip, writePackage } from "./package.js";
 import type { Unpacked, ZipName } from "./package.js";
-
-/** An Osaurus package to install: its file name (`<plugin_id>-<version>.zip`), bytes and signature. */
-export interface PackageSource {
-  fileName: string;
-  bytes: Buffer;
-  /** The `.minisig` text, when one was found. */
-  signature?: string;
-}
 
 /** Whether an install URL names an Osaurus package (an http(s) URL whose path ends in `.zip`). */
 export function isPackageUrl(url: string): boolean {
@@ -97,14 +90,27 @@ async function download(
   return Buffer.concat(chunks);
 }
 
-export interface OsaurusInstallDeps {
+export interface OsaurusInstallDeps extends PackageInstallSteps {
   pluginsDir: string;
   formats: Formats;
   trustedKeys: readonly MinisignKey[];
-  /** The lifecycle's steps (called under its lock). */
-  refuseMcpServer(name: string): Promise<void>;
-  setUp(name: string): Promise<InstallResponse>;
-  purge(name: string): Promise<void>;
+}
+
+/**
+ * Osaurus packages as the lifecycle installs them: a signature is fetched beside a downloaded
+ * package only when the owner trusts a key to check it with.
+ */
+export function osaurusPackages(options: {
+  pluginsDir: string;
+  formats: Formats;
+  trustedKeys: readonly MinisignKey[];
+}): PackageInstaller {
+  return {
+    isPackageUrl,
+    download: (url, timeoutMs) =>
+      downloadPackage(url, { timeoutMs, wantSignature: options.trustedKeys.length > 0 }),
+    install: (source, steps) => installOsaurusPackage(source, { ...options, ...steps }),
+  };
 }
 
 /**

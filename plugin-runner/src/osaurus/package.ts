@@ -4,7 +4,7 @@ import { DomainError, errorMessage } from "@stavrobot/common";
 import { OSAURUS_MARKER } from "../formats/osaurus.js";
 import type { OsaurusPackage } from "../formats/osaurus.js";
 import type { PluginSkill } from "../formats/format.js";
-import { readSkill } from "./skills.js";
+import { readSkill } from "../skills.js";
 
 /** Larger packages are refused: no plugin needs more. */
 export const ZIP_MAX_BYTES = 64 * 1024 * 1024;
