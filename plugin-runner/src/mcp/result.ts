@@ -1,6 +1,8 @@
 import { sanitizeDeep, sanitizeText, toSafeFilename } from "@stavrobot/common";
 import type { TransportedFile } from "@stavrobot/common";
+import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { RunOutcome } from "../chat-messages.js";
+import { schemaProblems } from "../formats/json-schema.js";
 import type { Redactor } from "./redact.js";
 
 const EXTENSIONS: Record<string, string> = {
@@ -74,4 +76,25 @@ export function callOutcome(tool: string, result: Record<string, unknown>, redac
       ? { content: text, structuredContent: sanitizeDeep(redact.deep(structured)) }
       : text;
   return { success: true, output, ...(files.length > 0 ? { files } : {}) };
+}
+
+/**
+ * Why a result does not keep the `outputSchema` its tool declared (no structured content, or
+ * content the schema refuses), checked with the runner's ajv (json-schema.ts); an error result
+ * is not checked. `named` is how the message names the tool and its server.
+ */
+export async function outputMismatch(
+  named: string,
+  tool: Pick<Tool, "outputSchema"> | undefined,
+  result: CallToolResult,
+): Promise<string | undefined> {
+  const schema = tool?.outputSchema;
+  if (!schema || result.isError === true) return undefined;
+  const structured = result.structuredContent;
+  if (!structured || typeof structured !== "object")
+    return `${named} declares an output schema but returned no structured content.`;
+  const problems = await schemaProblems(schema, structured);
+  return problems
+    ? `${named} returned structured content that does not match its output schema: ${problems}`
+    : undefined;
 }

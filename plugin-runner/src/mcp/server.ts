@@ -1,5 +1,3 @@
-import type { RunProgress } from "../formats/format.js";
-import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
@@ -11,30 +9,24 @@ import {
   ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
-import type {
-  CallToolResult,
-  ElicitRequestFormParams,
-  ElicitResult,
-  ServerCapabilities,
-  Tool,
-} from "@modelcontextprotocol/sdk/types.js";
+import type { ElicitRequestFormParams, ServerCapabilities, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { KeptProcess, errorMessage, isMcpClientTool } from "@stavrobot/common";
-import type { Logger, McpServerDeclaration, McpServerStatus, ProcessExit } from "@stavrobot/common";
+import type { Logger, McpServerDeclaration, McpServerStatus } from "@stavrobot/common";
+import type { RunProgress } from "../formats/format.js";
 import type { Executor } from "../executor.js";
 import type { NetworkPolicy } from "../network.js";
 import type { RunOutcome } from "../chat-messages.js";
 import { connectRemote, newClient } from "./connect.js";
-import { CallClock, formFields } from "./elicitation.js";
+import { CallsInFlight } from "./calls.js";
 import { ResourceWatch } from "./subscriptions.js";
 import type { OwnerQuestions } from "./elicitation.js";
 import type { McpGrants } from "./grants.js";
 import { ServerOAuth, isSignInFailure, usesOAuth } from "./oauth.js";
 import type { OAuthStore } from "./oauth-store.js";
-import { schemaProblems } from "../formats/json-schema.js";
 import { runClientTool } from "./features.js";
-import { grantedRoots, namedMounts, namedPaths } from "./named-paths.js";
+import { exitText, forgetHalfInstalledNpx, launchStdio } from "./launch.js";
 import { Redactor } from "./redact.js";
-import { callOutcome } from "./result.js";
+import { callOutcome, outputMismatch } from "./result.js";
 import { ProcessTransport } from "./transport.js";
 
 export interface McpServerDeps {
@@ -53,12 +45,6 @@ export interface McpServerDeps {
   questions?: OwnerQuestions;
 }
 
-/** A call of one of the server's tools in flight: its tool and its clock (which a question pauses). */
-interface CallInFlight {
-  tool: string;
-  clock: CallClock;
-}
-
 /** How long a server has after a cancellation to show it still answers (a ping) before it is restarted. */
 const CANCEL_GRACE_MS = 2_000;
 /** A server that ran this long without failing counts as well again. */
@@ -67,9 +53,8 @@ const RETRY_BASE_MS = 1_000;
 const RETRY_MAX_MS = 60_000;
 
 /**
- * One MCP server the owner declared. A stdio server is a kept process in the plugin sandbox, as its
- * own user, HOME its own state directory, the paths its declaration names shown (named-paths.ts)
- * and writable where they may be (grants.ts), no network when it must have none; it is restarted with a growing delay when it crashes or fails to start.
+ * One MCP server the owner declared. A stdio server is a kept process in the plugin sandbox
+ * (launch.ts), restarted with a growing delay when it crashes or fails to start.
  * A remote server is a client over Streamable HTTP (or HTTP+SSE), connected again after a failure.
  * Every text that leaves (logs, errors, results) has the declaration's secret values removed.
  */
@@ -93,7 +78,7 @@ export class McpServer {
   serverTitle: string | undefined;
   status: McpServerStatus;
   /** Its tools' calls in flight: a question it asks pauses their clocks while the owner answers. */
-  private readonly calls = new Set<CallInFlight>();
+  private readonly calls: CallsInFlight;
   /** The resources the model read, followed where the server offers subscriptions. */
   private readonly watch = new ResourceWatch();
 
@@ -104,6 +89,13 @@ export class McpServer {
   ) {
     this.redact = new Redactor([...Object.values(declaration.env), ...Object.values(declaration.headers)]);
     this.logger = this.redact.logger(deps.logger);
+    this.calls = new CallsInFlight({
+      server: name,
+      questionTimeoutMs: this.questionTimeoutMs,
+      redact: this.redact,
+      logger: this.logger,
+      ...(deps.questions ? { questions: deps.questions } : {}),
+    });
     this.status = {
       transport: declaration.command ? "stdio" : declaration.type === "sse" ? "sse" : "streamable-http",
       state: declaration.enabled ? "starting" : "disabled",
@@ -132,11 +124,6 @@ export class McpServer {
 
   get dir(): string {
     return join(this.deps.dataDir, this.name);
-  }
-
-  /** The plugin view the executor and the network policy take. */
-  get pluginView() {
-    return { name: this.name, dir: this.dir, network: this.declaration.network };
   }
 
   get timeoutMs(): number {
@@ -217,7 +204,7 @@ export class McpServer {
       // Not the SDK's callTool: it checks structured content with the validators of the last page
       // of tools it listed, compiling the server's regular expressions; outputMismatch does it here.
       // Its time limit is a clock of ours, which stops while the server waits for the owner.
-      const result = await this.timed(tool, timeoutMs, (signal) =>
+      const result = await this.calls.timed(tool, timeoutMs, (signal) =>
         client.request(
           { method: "tools/call", params: { name: tool, arguments: args } },
           CallToolResultSchema,
@@ -239,7 +226,8 @@ export class McpServer {
         ),
       );
       this.status.failures = 0;
-      const mismatch = await this.outputMismatch(tool, result);
+      const declared = this.tools.find((candidate) => candidate.name === tool);
+      const mismatch = await outputMismatch(`Tool "${tool}" of MCP server "${this.name}"`, declared, result);
       if (mismatch) return { success: false, error: this.redact.text(mismatch) };
       return callOutcome(tool, result as Record<string, unknown>, this.redact);
     } catch (error) {
@@ -267,98 +255,6 @@ export class McpServer {
       if (this.oauth?.needsSignIn) this.showSignIn();
       return { success: false, error: this.redact.text(`MCP server "${this.name}": ${errorMessage(error)}`) };
     }
-  }
-
-  /**
-   * Runs one call of a server's tool under a clock of its own: past `timeoutMs` (not counting the
-   * time a question of the server waits for the owner) the call is cancelled as the SDK's own
-   * timeout would (notifications/cancelled, RequestTimeout). When the last call ends, a question
-   * still waiting is cancelled: nobody waits for its answer any more.
-   */
-  private async timed<T>(
-    tool: string,
-    timeoutMs: number,
-    call: (signal: AbortSignal) => Promise<T>,
-  ): Promise<T> {
-    const abort = new AbortController();
-    const clock = new CallClock(timeoutMs, this.questionTimeoutMs, () =>
-      abort.abort(new McpError(ErrorCode.RequestTimeout, "Request timed out")),
-    );
-    const inFlight = { tool, clock };
-    this.calls.add(inFlight);
-    try {
-      return await call(abort.signal);
-    } finally {
-      clock.stop();
-      this.calls.delete(inFlight);
-      if (this.calls.size === 0) this.deps.questions?.withdraw(this.name);
-    }
-  }
-
-  /**
-   * A question of the server (elicitation, form mode): put to the owner while one of its calls
-   * runs, the calls' clocks paused meanwhile, for at most what is left of their time for
-   * questions. Outside a call nobody waits for it: it is cancelled without troubling the owner.
-   */
-  private async ask(params: ElicitRequestFormParams, signal: AbortSignal): Promise<ElicitResult> {
-    const questions = this.deps.questions;
-    const calls = [...this.calls];
-    const limitMs = Math.min(this.questionTimeoutMs, ...calls.map((call) => call.clock.questionTimeLeft()));
-    if (!questions || calls.length === 0 || limitMs <= 0) {
-      this.logger.info(
-        "an MCP server's question was cancelled: no call of it waits, or their time for questions is spent",
-        {
-          server: this.name,
-        },
-      );
-      return { action: "cancel" };
-    }
-    let fields;
-    try {
-      fields = formFields(params.requestedSchema);
-    } catch (error) {
-      // The SDK's checks let through only the spec's field kinds; this is for what slips past.
-      throw new McpError(
-        ErrorCode.InvalidParams,
-        `The owner is asked only flat forms: ${errorMessage(error)}`,
-      );
-    }
-    const redacted = fields.map((field) => ({
-      ...field,
-      ...(field.title ? { title: this.redact.text(field.title) } : {}),
-      ...(field.description ? { description: this.redact.text(field.description) } : {}),
-    }));
-    for (const call of calls) call.clock.pause();
-    try {
-      return await questions.ask({
-        server: this.name,
-        message: this.redact.text(params.message),
-        fields: redacted,
-        during: [...new Set(calls.map((call) => call.tool))],
-        limitMs,
-        signal,
-      });
-    } finally {
-      for (const call of calls) call.clock.resume();
-    }
-  }
-
-  /**
-   * Why a result does not keep the `outputSchema` its tool declared (no structured content, or
-   * content the schema refuses), checked with the runner's ajv (json-schema.ts); an error result
-   * is not checked.
-   */
-  private async outputMismatch(tool: string, result: CallToolResult): Promise<string | undefined> {
-    const schema = this.tools.find((candidate) => candidate.name === tool)?.outputSchema;
-    if (!schema || result.isError === true) return undefined;
-    const named = `Tool "${tool}" of MCP server "${this.name}"`;
-    const structured = result.structuredContent;
-    if (!structured || typeof structured !== "object")
-      return `${named} declares an output schema but returned no structured content.`;
-    const problems = await schemaProblems(schema, structured);
-    return problems
-      ? `${named} returned structured content that does not match its output schema: ${problems}`
-      : undefined;
   }
 
   /** Stops it for good (the runner stops). */
@@ -399,7 +295,7 @@ export class McpServer {
   /** The client's elicitation handler, when questions can reach the owner. */
   private get askOwner() {
     return this.deps.questions
-      ? (params: ElicitRequestFormParams, signal: AbortSignal) => this.ask(params, signal)
+      ? (params: ElicitRequestFormParams, signal: AbortSignal) => this.calls.ask(params, signal)
       : undefined;
   }
 
@@ -419,38 +315,9 @@ export class McpServer {
   }
 
   private async startProcess() {
-    const { executor, network } = this.deps;
     this.status.state = nextState(this.status);
-    const refusal = network.refusal(this.pluginView);
-    if (refusal) throw new Error(refusal);
-    const prepared = await executor.prepareForRun(this.dir, this.name);
-    const paths = executor.pluginPaths(this.pluginView, prepared, undefined);
-    // The paths its declaration names: shown (namespaces), writable where they may be, for its user.
-    const named = await namedPaths(this.declaration);
-    for (const { path, reason } of named.passed)
-      this.logger.warn("a path an MCP server's declaration names is not given to it", {
-        server: this.name,
-        path,
-        reason,
-      });
-    await this.deps.grants.prepare(this.name, named.paths, prepared.owner);
-    this.roots = grantedRoots(named.paths);
-    const mounts = executor.namespaces ? [...paths.mounts, ...namedMounts(named.paths)] : paths.mounts;
-    const child = executor.startKept(
-      prepared,
-      { ...paths, mounts },
-      {
-        command: this.declaration.command as string,
-        args: this.declaration.args.map((arg) => inHome(arg, paths.dataRoot)),
-        cwd: this.declaration.cwd ? inHome(this.declaration.cwd, paths.dataRoot) : paths.dataRoot,
-        env: {
-          ...Object.fromEntries(
-            Object.entries(this.declaration.env).map(([key, value]) => [key, inHome(value, paths.dataRoot)]),
-          ),
-          HOME: paths.dataRoot,
-        },
-      },
-    );
+    const { child, roots } = await launchStdio(this, { ...this.deps, logger: this.logger });
+    this.roots = roots;
     const client = newClient(() => this.roots, this.askOwner);
     client.onerror = (error) =>
       this.logger.debug("MCP client error", { server: this.name, error: errorMessage(error) });
@@ -464,7 +331,7 @@ export class McpServer {
         new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 300)),
       ]);
       child.kill();
-      await this.forgetHalfInstalledNpx(child.stderrTail());
+      await forgetHalfInstalledNpx(this, child.stderrTail(), this.logger);
       const stderr = child.stderrTail().trim().slice(-1_000);
       const how = exit ? ` (${exitText(exit)})` : "";
       throw new Error(`${errorMessage(error)}${how}${stderr ? `; its stderr: ${stderr}` : ""}`, {
@@ -480,26 +347,6 @@ export class McpServer {
       clearTimeout(this.healthyTimer);
     });
     return { process: child, session: client };
-  }
-
-  /**
-   * A start stopped while `npx -y` was fetching the package (the product stopped, a timeout) leaves
-   * npx's copy half installed, and npx runs that copy from then on, failing the same way each time.
-   * Such a copy is removed, so the next try fetches it whole.
-   */
-  private async forgetHalfInstalledNpx(stderr: string): Promise<void> {
-    const copy = halfInstalledNpx(stderr);
-    if (!copy) return;
-    this.logger.warn("npx's copy of an MCP server's package is incomplete; it is fetched again", {
-      server: this.name,
-      copy,
-    });
-    await rm(join(this.dir, ".npm", "_npx", copy), { recursive: true, force: true }).catch((error: unknown) =>
-      this.logger.warn("could not remove npx's incomplete copy", {
-        server: this.name,
-        error: errorMessage(error),
-      }),
-    );
   }
 
   private async connectRemote(): Promise<Client> {
@@ -599,31 +446,8 @@ export class McpServer {
   }
 }
 
-/**
- * `~` and `~/…` in an argument or environment value name the server's own state directory (its
- * HOME, the one place it may write) as the sandbox shows it: `MEMORY_FILE_PATH = "~/memory.json"`.
- */
-export function inHome(value: string, home: string): string {
-  if (value === "~") return home;
-  return value.startsWith("~/") ? `${home}${value.slice(1)}` : value;
-}
-
-/**
- * The folder under the server's `~/.npm/_npx/` holding a package that npx ran while some of its
- * dependencies are missing (Node's "Cannot find package/module … imported from …/_npx/<copy>/…").
- */
-export function halfInstalledNpx(stderr: string): string | undefined {
-  if (!/ERR_MODULE_NOT_FOUND|MODULE_NOT_FOUND|Cannot find (package|module)/.test(stderr)) return undefined;
-  return /\/\.npm\/_npx\/([0-9a-f]{6,64})\/node_modules\//.exec(stderr)?.[1];
-}
-
 /** A start's state: a failed server stays failed while it is tried again, a crashed one restarts. */
 function nextState(status: McpServerStatus): McpServerStatus["state"] {
   if (status.state === "failed") return "failed";
   return status.failures > 0 ? "restarting" : "starting";
-}
-
-function exitText(exit: ProcessExit): string {
-  if (exit.spawnError) return `could not be started: ${exit.spawnError}`;
-  return exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
 }

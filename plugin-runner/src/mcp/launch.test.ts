@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { halfInstalledNpx, inHome } from "./server.js";
+import { halfInstalledNpx, inHome } from "./launch.js";
 
 describe("halfInstalledNpx", () => {
   const stderr = (from: string) =>
