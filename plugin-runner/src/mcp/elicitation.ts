@@ -369,7 +369,7 @@ export class OwnerQuestions {
     if (!question)
       throw new DomainError(
         "not-found",
-        `No question ${id} waits for an answer (it was answered, cancelled, or its time ran out).`,
+        `No question ${id} waits for an answer (it was answered or cancelled, its time ran out, or the plugin runner restarted and so ended the call that asked it).`,
       );
     if (action !== "accept") {
       question.settle({ action });

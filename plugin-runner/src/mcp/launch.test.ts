@@ -17,6 +17,23 @@ describe("halfInstalledNpx", () => {
     ).toBe("c98ccc168155bafa");
   });
 
+  it("names npx's copy whose package.json a stopped fetch never wrote", () => {
+    // What npm 10 and 11 print when a start was stopped during the first fetch (seen under load).
+    const enoent =
+      "npm error code ENOENT\nnpm error syscall open\n" +
+      "npm error path /plugin-data/memory-npx/.npm/_npx/c98ccc168155bafa/package.json\nnpm error errno -2\n" +
+      "npm error enoent Could not read package.json: Error: ENOENT: no such file or directory, open " +
+      "'/plugin-data/memory-npx/.npm/_npx/c98ccc168155bafa/package.json'\n" +
+      "npm error enoent This is related to npm not being able to find a file.\n";
+    expect(halfInstalledNpx(enoent)).toBe("c98ccc168155bafa");
+    // The owner's own project without a package.json is theirs to mend.
+    expect(
+      halfInstalledNpx(
+        "npm error enoent Could not read package.json: Error: ENOENT: no such file or directory, open '/srv/tools/package.json'",
+      ),
+    ).toBe(undefined);
+  });
+
   it("leaves a package that is missing anywhere else alone (the owner's own install)", () => {
     expect(
       halfInstalledNpx(stderr("/srv/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js")),

@@ -103,12 +103,18 @@ export async function forgetHalfInstalledNpx(
 }
 
 /**
- * The folder under the server's `~/.npm/_npx/` holding a package that npx ran while some of its
- * dependencies are missing (Node's "Cannot find package/module … imported from …/_npx/<copy>/…").
+ * The folder under the server's `~/.npm/_npx/` that a stopped fetch left half installed: a package
+ * npx ran while some of its dependencies are missing (Node's "Cannot find package/module …
+ * imported from …/_npx/<copy>/…"), or a copy whose packages are in place but whose package.json,
+ * written last, is not (npm's "Could not read package.json" for `_npx/<copy>/package.json`).
  */
 export function halfInstalledNpx(stderr: string): string | undefined {
-  if (!/ERR_MODULE_NOT_FOUND|MODULE_NOT_FOUND|Cannot find (package|module)/.test(stderr)) return undefined;
-  return /\/\.npm\/_npx\/([0-9a-f]{6,64})\/node_modules\//.exec(stderr)?.[1];
+  if (/ERR_MODULE_NOT_FOUND|MODULE_NOT_FOUND|Cannot find (package|module)/.test(stderr)) {
+    const copy = /\/\.npm\/_npx\/([0-9a-f]{6,64})\/node_modules\//.exec(stderr)?.[1];
+    if (copy) return copy;
+  }
+  if (!/Could not read package\.json/.test(stderr)) return undefined;
+  return /\/\.npm\/_npx\/([0-9a-f]{6,64})\/package\.json/.exec(stderr)?.[1];
 }
 
 /** How a server's process ended, for its status and the owner. */
