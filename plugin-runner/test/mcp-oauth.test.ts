@@ -12,6 +12,8 @@ import { startOAuthFixture, type OAuthFixture } from "./mcp/oauth-fixture.js";
  * return from the authorization server refused with a clear error. Tokens appear nowhere else.
  */
 const name = uniqueName("mcp-oauth");
+const keyed = uniqueName("mcp-keyed");
+const KEY = "key-4f1b7c-refused";
 const REDIRECT = "http://127.0.0.1:9/oauth/mcp/callback";
 const lines: string[] = [];
 function collecting(): Logger {
@@ -41,7 +43,11 @@ beforeAll(async () => {
   const file = join(root, "mcp-servers.json");
   writeFileSync(
     file,
-    JSON.stringify({ [name]: { type: "http", url: fixture.url, startTimeoutSeconds: 10 } }),
+    JSON.stringify({
+      [name]: { type: "http", url: fixture.url, startTimeoutSeconds: 10 },
+      // As other hosts' READMEs declare a server that takes an API key: never an OAuth sign-in.
+      [keyed]: { type: "http", url: fixture.url, startTimeoutSeconds: 10, headers: { "X-API-Key": KEY } },
+    }),
   );
   host = await startPluginHost({ root: join(root, "host"), mcpServersFile: file, logger: collecting() });
 }, 60_000);
@@ -49,6 +55,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await host?.close();
   await host?.host.isolation.removeUser(name);
+  await host?.host.isolation.removeUser(keyed);
   await fixture?.close();
   if (root) rmSync(root, { recursive: true, force: true });
 });
@@ -174,6 +181,24 @@ describe("an MCP server behind OAuth", () => {
     expect((refused.body as { error: string }).error).toBe(
       `MCP server "${name}": the sign-in could not be completed: invalid_grant`,
     );
+  });
+
+  it("says a server declared with an API key header refused it, and offers no sign-in", async () => {
+    const keyedStatus = async () =>
+      (
+        (await request("GET", `/bundles/${keyed}`)).body as {
+          server: { state: string; signIn?: string; lastError?: string };
+        }
+      ).server;
+    await vi.waitFor(async () => expect((await keyedStatus()).state).toBe("failed"), { timeout: 20_000 });
+    const server = await keyedStatus();
+    expect(server.signIn).toBeUndefined();
+    expect(server.lastError).toContain(
+      `the server refused the headers it was given (X-API-Key); check their values in [mcpServers.${keyed}.headers]`,
+    );
+    expect(server.lastError).not.toContain(KEY);
+    const started = await request("POST", "/mcp/oauth/start", { name: keyed, redirectUrl: REDIRECT });
+    expect(started.status).toBe(400);
   });
 
   it("refuses a Connect for a server that is not declared", async () => {

@@ -332,7 +332,9 @@ describe("MCP servers as plugins", () => {
         const failing =
           (health.body as { mcpServersFailing?: { name: string; lastError?: string }[] }).mcpServersFailing ??
           [];
-        expect(failing.find((server) => server.name === badRemote)?.lastError).toMatch(/401|nauthorized/);
+        const lastError = failing.find((server) => server.name === badRemote)?.lastError;
+        expect(lastError).toMatch(/401|nauthorized/);
+        expect(lastError).toContain("the server refused the headers it was given (Authorization)");
       },
       { timeout: 20_000 },
     );

@@ -106,6 +106,10 @@ describe("[mcpServers] in config.toml", () => {
       "needs oauth.clientId",
     ],
     ['[mcpServers.x]\nurl = "https://a.example.com"\n[mcpServers.x.oauth]\nclient_id = "b"\n', "client_id"],
+    [
+      '[mcpServers.x]\nurl = "https://a.example.com"\nheaders = { Authorization = "Bearer t" }\n[mcpServers.x.oauth]\n',
+      "not with an Authorization header",
+    ],
   ])("refuses %s", (text, expected) => {
     expect(loadError(text)).toContain(expected);
   });

@@ -117,6 +117,12 @@ export const mcpServerSchema = z
         });
       if (server.oauth?.clientSecret && !server.oauth.clientId)
         ctx.addIssue({ code: "custom", path: ["oauth", "clientSecret"], message: "needs oauth.clientId" });
+      if (server.oauth && Object.keys(server.headers).some((key) => key.toLowerCase() === "authorization"))
+        ctx.addIssue({
+          code: "custom",
+          path: ["oauth"],
+          message: "not with an Authorization header, which is the sign-in itself: keep one of the two",
+        });
     } else {
       if (Object.keys(server.headers).length > 0)
         ctx.addIssue({ code: "custom", path: ["headers"], message: "only for a remote server (with url)" });

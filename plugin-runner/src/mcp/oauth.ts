@@ -32,10 +32,18 @@ export class SignInNeeded extends Error {
   }
 }
 
-/** Whether a remote server is spoken to with OAuth: it has no `Authorization` header of the owner's. */
+/**
+ * Whether a remote server is spoken to with OAuth: one declared with no headers, or with an
+ * `oauth` table. Headers of the owner's (an `Authorization`, or an API key such as `X-API-Key` as
+ * other hosts' READMEs show it) are how such a server is signed in to, so its 401 means those
+ * headers were refused, not a sign-in to offer. A server that takes a header of another kind and
+ * OAuth both is declared with `[mcpServers.<name>.oauth]`; an `Authorization` header always wins.
+ */
 export function usesOAuth(declaration: McpServerDeclaration): boolean {
   if (!declaration.url) return false;
-  return !Object.keys(declaration.headers).some((key) => key.toLowerCase() === "authorization");
+  const headers = Object.keys(declaration.headers).map((key) => key.toLowerCase());
+  if (headers.includes("authorization")) return false;
+  return headers.length === 0 || declaration.oauth !== undefined;
 }
 
 export interface ServerOAuthOptions {

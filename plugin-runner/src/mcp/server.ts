@@ -362,6 +362,15 @@ export class McpServer {
       ) {
         if (!this.oauth.needsSignIn) await this.oauth.lapse("the server refused its token");
         this.showSignIn();
+      } else if (!this.oauth && (isSignInFailure(error) || /\b401\b/.test(errorMessage(error)))) {
+        // Signed in to by the owner's own headers: those are what it refused.
+        const headers = Object.keys(this.declaration.headers);
+        throw new Error(
+          headers.length > 0
+            ? `${errorMessage(error)}: the server refused the headers it was given (${headers.join(", ")}); check their values in [mcpServers.${this.name}.headers]`
+            : errorMessage(error),
+          { cause: error },
+        );
       }
       throw error;
     }
