@@ -83,6 +83,7 @@ export class VectorCache {
         `SELECT id, content_hash FROM embedding_chunks
          WHERE identity = $1 AND agent_id = $2 AND status = 'ok' ORDER BY source_at DESC, id DESC LIMIT $3`,
         [identity, agentId, VECTOR_SEARCH_CAP],
+        { prepare: true },
       )
     ).rows;
     this.scopes.set(key, rows);
@@ -101,6 +102,7 @@ export class VectorCache {
       const result = await db.query<{ id: number; content_hash: string; embedding: string }>(
         "SELECT id, content_hash, embedding::text AS embedding FROM embedding_chunks WHERE id = ANY($1::int[]) AND status = 'ok'",
         [missing.slice(start, start + 2_000)],
+        { prepare: true },
       );
       for (const row of result.rows)
         this.vectors.set(row.id, { hash: row.content_hash, vector: parseVector(row.embedding) });
@@ -146,13 +148,14 @@ export async function fusedSearch(
         )
       : undefined;
   const words = await db.query<Candidate & { rank: number }>(
-    `SELECT id, source, source_id, source_at, content, content_hash,
-       ts_rank(words, ${ANY_WORD_QUERY}) AS rank
-     FROM embedding_chunks
-     WHERE identity = $2 AND agent_id = $3 AND status <> 'empty'
-       AND words @@ ${ANY_WORD_QUERY}
+    // The query's words are parsed and stemmed once (MATERIALIZED), not again for each row.
+    `WITH q AS MATERIALIZED (SELECT ${ANY_WORD_QUERY} AS query)
+     SELECT id, source, source_id, source_at, content, content_hash, ts_rank(words, q.query) AS rank
+     FROM embedding_chunks, q
+     WHERE identity = $2 AND agent_id = $3 AND status <> 'empty' AND words @@ q.query
      ORDER BY rank DESC, source_at DESC, id DESC LIMIT $4`,
     [query, live, agentId, LEG_RESULTS],
+    { prepare: true },
   );
   const candidates = new Map<number, Candidate>(words.rows.map((row) => [row.id, row]));
   const lists: number[][] = [words.rows.map((row) => row.id)];
@@ -169,7 +172,10 @@ export async function fusedSearch(
       const indexed = index?.covers(live, asked.vector.length) === true;
       let nearest: { id: number; similarity: number }[];
       if (index && indexed) {
-        nearest = await index.nearest(live, agentId, asked.vector, LEG_RESULTS);
+        // The index's neighbours come with their rows.
+        const neighbours = await index.nearest(live, agentId, asked.vector, LEG_RESULTS);
+        for (const row of neighbours) if (!candidates.has(row.id)) candidates.set(row.id, row);
+        nearest = neighbours;
       } else {
         ({ vectors, nearest } = await nearestInApp(db, cache, live, agentId, asked.vector, LEG_RESULTS));
       }
@@ -180,6 +186,7 @@ export async function fusedSearch(
         const rows = await db.query<Candidate>(
           "SELECT id, source, source_id, source_at, content, content_hash FROM embedding_chunks WHERE id = ANY($1::int[])",
           [lacking],
+          { prepare: true },
         );
         for (const row of rows.rows) candidates.set(row.id, row);
       }

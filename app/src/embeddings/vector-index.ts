@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { errorMessage, type Logger } from "@stavrobot/common";
 import type { Database, Queryable } from "../db/database.js";
+import type { ChunkSource } from "./sources.js";
 
 /**
  * The index of vectors where the database has pgvector (0.8 or newer): the embedded database
@@ -22,6 +23,10 @@ export type VectorIndexState =
 
 export interface Neighbour {
   id: number;
+  source: ChunkSource;
+  source_id: number;
+  source_at: Date | string;
+  content: string;
   content_hash: string;
   similarity: number;
 }
@@ -161,17 +166,25 @@ export class VectorIndexes {
     return this.db.transaction(async (tx) => {
       // A filtered search (one conversation of several) goes on through the graph until it has
       // its candidates, in roughly the index's order; the exact comparison orders them.
-      await tx.query("SET LOCAL hnsw.iterative_scan = relaxed_order");
-      await tx.query(`SET LOCAL hnsw.ef_search = ${ANN_CANDIDATES}`);
+      // Both settings in one prepared statement, and the rows with the neighbours: each statement
+      // is a trip, and recall runs before every turn.
+      await tx.query(
+        `SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', '${ANN_CANDIDATES}', true)`,
+        [],
+        { prepare: true },
+      );
       const result = await tx.query<Neighbour>(
-        `SELECT id, content_hash, similarity FROM (
-           SELECT id, content_hash, 1 - (embedding::vector(${dimensions}) <=> $1::vector(${dimensions})) AS similarity
+        `SELECT id, source, source_id, source_at, content, content_hash, similarity FROM (
+           SELECT id, source, source_id, source_at, content, content_hash,
+             1 - (embedding::vector(${dimensions}) <=> $1::vector(${dimensions})) AS similarity
            FROM embedding_chunks
            WHERE ${indexedRows(identity, dimensions)} AND agent_id = $2
            ORDER BY ${bits("embedding", dimensions)} <~> ${bits("$1", dimensions)}
            LIMIT ${ANN_CANDIDATES}
          ) candidates WHERE similarity > 0 ORDER BY similarity DESC, id DESC LIMIT $3`,
         [query, agentId, limit],
+        // Its text varies only with the identity and the dimensions, fixed while they are in use.
+        { prepare: true },
       );
       return result.rows.map((row) => ({ ...row, similarity: Number(row.similarity) }));
     });
