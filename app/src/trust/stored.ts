@@ -38,6 +38,8 @@ export async function outsideOrigins(db: Queryable, hits: StoredHits): Promise<s
      )
      SELECT string_agg(DISTINCT origin, ', ') AS origins FROM origins WHERE origin IS NOT NULL AND origin <> ''`,
     [hits.messages ?? [], hits.memories ?? [], hits.scratchpad ?? [], hits.compactions ?? []],
+    // Run before every recalled turn: planned once (about a third of its time in PGlite).
+    { prepare: true },
   );
   return result.rows[0]?.origins ?? undefined;
 }
