@@ -1,9 +1,6 @@
-import { readFile } from "node:fs/promises";
-import { basename } from "node:path";
 import {
   ServiceError,
   errorBodyText,
-  errorMessage,
   signalRateLimitedSchema,
   signalSendResponseSchema,
   type ServiceClient,
@@ -11,6 +8,7 @@ import {
 } from "@stavrobot/common";
 import type { Delivery } from "../../delivery/store.js";
 import type { ChannelSender, SendResult } from "../../delivery/worker.js";
+import { bridgeSendBody, bridgeUnreachable } from "../bridge-send.js";
 
 /**
  * Sends one delivery through the signal-bridge (`POST /send`): the text as Markdown (the bridge
@@ -25,13 +23,7 @@ export class SignalSender implements ChannelSender {
   ) {}
 
   async send(delivery: Delivery): Promise<SendResult> {
-    const { recipient, payload } = delivery;
-    const body: SignalSendRequest = { recipient };
-    if (payload.text?.trim()) body.message = payload.text;
-    if (payload.attachmentPath) {
-      body.attachment = (await readFile(payload.attachmentPath)).toString("base64");
-      body.attachmentFilename = payload.attachmentName ?? basename(payload.attachmentPath);
-    }
+    const body: SignalSendRequest = await bridgeSendBody(delivery);
     try {
       // One attempt per call (a POST is sent once): the delivery worker owns the retries and their backoff.
       await this.bridge.request("POST", "/send", { body, schema: signalSendResponseSchema });
@@ -42,14 +34,8 @@ export class SignalSender implements ChannelSender {
   }
 
   private classify(error: unknown): SendResult {
-    if (!(error instanceof ServiceError) || error.status === undefined) {
-      return {
-        ok: false,
-        retry: true,
-        channelDown: true,
-        error: `the Signal bridge does not answer (${errorMessage(error)}); npm start (or compose) restarts it, and its log says why it stopped`,
-      };
-    }
+    if (!(error instanceof ServiceError) || error.status === undefined)
+      return bridgeUnreachable("Signal", error);
     const limited = signalRateLimitedSchema.safeParse(error.body);
     if (error.status === 429 && limited.success) {
       return {

@@ -1,15 +1,13 @@
-import { readFile } from "node:fs/promises";
-import { basename } from "node:path";
 import {
   ServiceError,
   errorBodyText,
-  errorMessage,
   whatsappSendResponseSchema,
   type ServiceClient,
   type WhatsAppSendRequest,
 } from "@stavrobot/common";
 import type { Delivery } from "../../delivery/store.js";
 import type { ChannelSender, SendResult } from "../../delivery/worker.js";
+import { bridgeSendBody, bridgeUnreachable } from "../bridge-send.js";
 
 /**
  * Sends one delivery through the whatsapp-bridge (`POST /send`): the text as Markdown (the bridge
@@ -24,13 +22,7 @@ export class WhatsAppSender implements ChannelSender {
   ) {}
 
   async send(delivery: Delivery): Promise<SendResult> {
-    const { recipient, payload } = delivery;
-    const body: WhatsAppSendRequest = { recipient };
-    if (payload.text?.trim()) body.message = payload.text;
-    if (payload.attachmentPath) {
-      body.attachment = (await readFile(payload.attachmentPath)).toString("base64");
-      body.attachmentFilename = payload.attachmentName ?? basename(payload.attachmentPath);
-    }
+    const body: WhatsAppSendRequest = await bridgeSendBody(delivery);
     try {
       await this.bridge.request("POST", "/send", { body, schema: whatsappSendResponseSchema, retries: 0 });
       return { ok: true };
@@ -40,14 +32,8 @@ export class WhatsAppSender implements ChannelSender {
   }
 
   private classify(error: unknown): SendResult {
-    if (!(error instanceof ServiceError) || error.status === undefined) {
-      return {
-        ok: false,
-        retry: true,
-        channelDown: true,
-        error: `the WhatsApp bridge does not answer (${errorMessage(error)}); npm start (or compose) restarts it, and its log says why it stopped`,
-      };
-    }
+    if (!(error instanceof ServiceError) || error.status === undefined)
+      return bridgeUnreachable("WhatsApp", error);
     const detail = errorBodyText(error.body) ?? error.message;
     if (error.status === 400 || error.status === 413) return { ok: false, retry: false, error: detail };
     // 503: not open (unlinked, logged out, failing…): the bridge says why; the message waits.
